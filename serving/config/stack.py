@@ -1,0 +1,105 @@
+"""The deployment config: one typed object from the CLI or a YAML file to the app
+builder, the KubeRay renderer and the sweep."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from serving.config.model_spec import EngineSettings, ModelSpec, Strict
+
+
+class RoutingPolicyName(enum.StrEnum):
+    """Registered routing policies (see :mod:`serving.routing`)."""
+
+    LEAST_LOADED = "least-loaded"
+    PREFIX_AFFINITY = "prefix-affinity"
+    SESSION = "session"
+    ROUND_ROBIN = "round-robin"
+
+
+class RoutingSpec(Strict):
+    """How the gateway picks an engine replica for each request."""
+
+    policy: RoutingPolicyName = RoutingPolicyName.LEAST_LOADED
+    prefix_block_tokens: int = Field(
+        128, ge=1, description="prefix hashing block; align with the engine's KV block size"
+    )
+    imbalance_threshold: int = Field(
+        4, ge=0, description="prefix-affinity falls back to least-loaded past this load gap"
+    )
+    max_prefix_blocks: int = Field(
+        65_536, ge=1, description="bound on the prefix index (LRU-evicted block hashes)"
+    )
+    session_header: str = "x-session-id"
+    stats_period_s: float = Field(1.0, gt=0, description="replica stats refresh period")
+
+
+class AutoscalingSpec(Strict):
+    """Queue-depth autoscaling of the engine deployment (off = fixed replica count)."""
+
+    enabled: bool = False
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(1, ge=1)
+    target_queue_per_replica: float = Field(
+        4.0, gt=0, description="engine waiting+running requests each replica should carry"
+    )
+    upscale_delay_s: float = Field(5.0, ge=0)
+    downscale_delay_s: float = Field(30.0, ge=0)
+    look_back_period_s: float = Field(5.0, gt=0)
+    metrics_interval_s: float = Field(1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "AutoscalingSpec":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("autoscaling min_replicas must be <= max_replicas")
+        return self
+
+
+class ReplicaSpec(Strict):
+    """How many engine replicas and what each one reserves."""
+
+    num_replicas: int = Field(1, ge=1, description="fixed count when autoscaling is off")
+    cpus_per_rank: float = Field(1.0, gt=0, description="Ray CPUs reserved per TP rank")
+    max_ongoing_requests: int | None = Field(
+        None, ge=1, description="requests Serve sends one replica at once; None = engine max_num_seqs"
+    )
+
+
+class GatewaySpec(Strict):
+    """The HTTP front door."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    max_in_flight: int = Field(
+        256, ge=1, description="admission bound per model; beyond it requests get 429"
+    )
+    retry_after_s: int = Field(1, ge=1)
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    request_timeout_s: float = Field(
+        300.0, gt=0, description="per-request deadline; past it the engine request is aborted"
+    )
+    log_prompts: bool = Field(False, description="log prompt and completion text (off by default)")
+
+
+class StackConfig(Strict):
+    """A whole deployment: one model served by N engine replicas behind the gateway."""
+
+    model: ModelSpec
+    model_path: Path = Field(description="local folder with the model's weights and tokenizer")
+    engine: EngineSettings | None = Field(None, description="None = the model spec's engine settings")
+    replicas: ReplicaSpec = ReplicaSpec()
+    autoscaling: AutoscalingSpec = AutoscalingSpec()
+    routing: RoutingSpec = RoutingSpec()
+    gateway: GatewaySpec = GatewaySpec()
+    app_name: str = "serveout"
+
+    @property
+    def engine_settings(self) -> EngineSettings:
+        return self.engine or self.model.engine
+
+    @property
+    def max_ongoing_per_replica(self) -> int:
+        return self.replicas.max_ongoing_requests or self.engine_settings.max_num_seqs

@@ -1,0 +1,98 @@
+"""What the gateway and an engine replica exchange, and the engine's small protocol.
+
+These types cross the Ray Serve handle boundary (pickled), so they are plain
+dataclasses with no engine imports: the gateway never imports vLLM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """The OpenAI sampling fields the engine honours."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    n: int = 1
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    ignore_eos: bool = False
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation, already tokenised and validated by the gateway."""
+
+    request_id: str
+    prompt_token_ids: tuple[int, ...]
+    sampling: SamplingSettings
+    session_id: str | None = None
+    deadline_s: float | None = None  # absolute time.time() after which the engine aborts it
+
+
+@dataclass(frozen=True)
+class GenerationDelta:
+    """A piece of one choice's output. The last delta of a choice has ``finish_reason``."""
+
+    index: int
+    text: str
+    num_tokens: int
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerationChunk:
+    """What the replica streams: deltas from one engine step, plus usage on the last chunk."""
+
+    deltas: tuple[GenerationDelta, ...]
+    replica_id: str
+    prompt_tokens: int
+    completion_tokens: int
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """A replica's engine load and cumulative counters (for routing, scaling, metrics)."""
+
+    replica_id: str
+    waiting: int = 0
+    running: int = 0
+    kv_cache_usage: float = 0.0
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+
+    @property
+    def queue_depth(self) -> int:
+        """Requests the engine holds: waiting plus running."""
+        return self.waiting + self.running
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "EngineStats":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class Engine(Protocol):
+    """An inference engine behind one replica (vLLM in production)."""
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        """Stream chunks; cancelling the iteration aborts the engine request."""
+        ...
+
+    def stats(self) -> EngineStats: ...
+
+    async def check_health(self) -> None: ...
+
+    def shutdown(self) -> None: ...

@@ -1,0 +1,82 @@
+"""The one exception tree of serveout's serving stack.
+
+Every error a client can cause or observe is a :class:`ServeoutError` subclass.
+The gateway maps them to OpenAI-style bodies and HTTP codes in exactly one place
+(:mod:`serving.gateway.error_mapping`); nothing else chooses a status code.
+"""
+
+from __future__ import annotations
+
+
+class ServeoutError(Exception):
+    """Base of every serveout error."""
+
+
+# --- set-up and configuration (operator mistakes, never sent over HTTP) -----------
+
+
+class ConfigError(ServeoutError):
+    """A config file or option is invalid (bad value, unknown name, missing file)."""
+
+
+class ModelNotPreparedError(ConfigError):
+    """A model spec's weights are not on local disk yet."""
+
+
+class ModelPreparationError(ServeoutError):
+    """Preparing a model's weights failed."""
+
+
+class ClusterError(ServeoutError):
+    """Starting, reaching or stopping the local Ray cluster or the Serve app failed."""
+
+
+# --- request errors (client-visible; mapped to HTTP in serving.gateway) ----------
+
+
+class RequestError(ServeoutError):
+    """An error answered to one HTTP request.
+
+    ``param`` names the offending request field when there is one.
+    """
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class InvalidRequestError(RequestError):
+    """The request is malformed or has invalid values (HTTP 400)."""
+
+
+class ContextLengthExceededError(InvalidRequestError):
+    """Prompt tokens plus ``max_tokens`` exceed the model's context (HTTP 400)."""
+
+
+class ModelNotFoundError(RequestError):
+    """The requested model is not served here (HTTP 404)."""
+
+
+class RequestTooLargeError(RequestError):
+    """The HTTP body is larger than the gateway accepts (HTTP 413)."""
+
+
+class OverloadedError(RequestError):
+    """Admission control refused the request; retry later (HTTP 429 + Retry-After)."""
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class NoReplicaError(RequestError):
+    """No engine replica can serve and none is starting (HTTP 503)."""
+
+
+class DeadlineExceededError(RequestError):
+    """The request ran past its deadline and was cancelled in the engine (HTTP 504)."""
+
+
+class EngineError(RequestError):
+    """The engine failed while serving the request (HTTP 500; a server fault)."""
