@@ -62,7 +62,12 @@ class ReplicaSpec(Strict):
     """How many engine replicas and what each one reserves."""
 
     num_replicas: int = Field(1, ge=1, description="fixed count when autoscaling is off")
-    cpus_per_rank: float = Field(1.0, gt=0, description="Ray CPUs reserved per TP rank")
+    cpus_per_rank: int | None = Field(
+        None,
+        ge=1,
+        description="CPU cores per TP rank (reserved in Ray; bound on CPU engines). "
+        "None = the node's cores divided among the most replicas that can run",
+    )
     max_ongoing_requests: int | None = Field(
         None, ge=1, description="requests Serve sends one replica at once; None = engine max_num_seqs"
     )
@@ -84,6 +89,17 @@ class GatewaySpec(Strict):
     log_prompts: bool = Field(False, description="log prompt and completion text (off by default)")
 
 
+class EngineReplicaConfig(Strict):
+    """What one engine replica needs to start (its constructor argument). Kept apart
+    from routing and gateway settings so changing those never restarts engines."""
+
+    model: ModelSpec
+    model_path: Path
+    engine: EngineSettings
+    cpus_per_rank: int | None
+    max_replicas: int
+
+
 class StackConfig(Strict):
     """A whole deployment: one model served by N engine replicas behind the gateway."""
 
@@ -101,5 +117,21 @@ class StackConfig(Strict):
         return self.engine or self.model.engine
 
     @property
+    def max_replica_count(self) -> int:
+        """The most engine replicas this config can run at once."""
+        if self.autoscaling.enabled:
+            return self.autoscaling.max_replicas
+        return self.replicas.num_replicas
+
+    @property
     def max_ongoing_per_replica(self) -> int:
         return self.replicas.max_ongoing_requests or self.engine_settings.max_num_seqs
+
+    def engine_replica_config(self) -> EngineReplicaConfig:
+        return EngineReplicaConfig(
+            model=self.model,
+            model_path=self.model_path,
+            engine=self.engine_settings,
+            cpus_per_rank=self.replicas.cpus_per_rank,
+            max_replicas=self.max_replica_count,
+        )

@@ -1,0 +1,65 @@
+"""The one place that turns a :class:`StackConfig` into a Ray Serve application.
+
+Two deployments: ``engine`` (N vLLM replicas, each in its own placement group,
+routed by serveout's request router, optionally autoscaled on engine queue depth)
+and ``gateway`` (the FastAPI ingress). The sweep calls :func:`build_app` too.
+"""
+
+from __future__ import annotations
+
+from ray import serve
+from ray.serve import Application
+
+from serving.config.stack import StackConfig
+from serving.engine.replica import EngineReplica, engine_runtime_env, placement_bundles
+from serving.gateway.ingress import Gateway
+from serving.routing.serve_router import request_router_config
+
+ENGINE_DEPLOYMENT = "engine"
+GATEWAY_DEPLOYMENT = "gateway"
+
+
+def engine_deployment_options(config: StackConfig) -> dict:
+    bundles = placement_bundles(config)
+    options = dict(
+        name=ENGINE_DEPLOYMENT,
+        max_ongoing_requests=config.max_ongoing_per_replica,
+        ray_actor_options={"num_cpus": bundles[0]["CPU"], "runtime_env": engine_runtime_env(config)},
+        placement_group_bundles=bundles,
+        placement_group_strategy="STRICT_PACK",
+        request_router_config=request_router_config(
+            config.routing, deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}"
+        ),
+        health_check_period_s=10,
+        health_check_timeout_s=60,
+        graceful_shutdown_timeout_s=20,
+    )
+    options["num_replicas"] = config.replicas.num_replicas
+    return options
+
+
+def gateway_deployment_options(config: StackConfig) -> dict:
+    limit = config.gateway.max_in_flight
+    return dict(
+        name=GATEWAY_DEPLOYMENT,
+        num_replicas=1,
+        # Serve's own bounds sit above the gateway's admission limit, so overload is
+        # answered by the gateway (429 + OpenAI body), not queued in the proxy.
+        max_ongoing_requests=limit + 64,
+        max_queued_requests=limit,
+        ray_actor_options={"num_cpus": 0, "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1"}}},
+    )
+
+
+def build_app(config: StackConfig) -> Application:
+    """The serveout application for ``config`` (deploy with ``serve.run``)."""
+    engine = (
+        serve.deployment(EngineReplica)
+        .options(**engine_deployment_options(config))
+        .bind(config.engine_replica_config())
+    )
+    return (
+        serve.deployment(Gateway)
+        .options(**gateway_deployment_options(config))
+        .bind(config, engine, ENGINE_DEPLOYMENT)
+    )

@@ -1,0 +1,246 @@
+"""``serving``: start, inspect and stop the stack; list and prepare models.
+
+    serving up [--model NAME] [--replicas N] [--routing POLICY] [--host H] [--port P]
+    serving status | serving down
+    serving models list | serving models prepare NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, read_stack_file
+from serving.config.model_spec import ModelCatalog
+from serving.config.stack import RoutingPolicyName, StackConfig
+from serving.errors import ServeoutError
+from serving.model_store import ModelStore, default_home
+from serving.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SMOKE_QUESTION = "What is the capital of France?"
+console = Console(stderr=True)
+
+
+def models_dir() -> Path:
+    return Path(os.environ.get("SERVEOUT_MODELS_DIR", REPO_ROOT / "models"))
+
+
+def state_file() -> Path:
+    return default_home() / "run" / "serving.json"
+
+
+def _store() -> ModelStore:
+    return ModelStore(ModelCatalog(models_dir()))
+
+
+# --- models -----------------------------------------------------------------------
+
+
+def cmd_models_list(_: argparse.Namespace) -> int:
+    table = Table(title="model specs")
+    for col in ("name", "accelerator", "TP", "max len", "tested here", "ready", "path"):
+        table.add_column(col)
+    for st in _store().statuses():
+        s = st.spec
+        ready = "yes" if st.ready else ("no" if st.preparable_here else "no (cluster download)")
+        table.add_row(s.name, s.accelerator.value, str(s.tensor_parallel_size), str(s.max_model_len),
+                      "yes" if s.tested_here else "no", ready, str(st.path))
+    Console().print(table)
+    return 0
+
+
+def cmd_models_prepare(args: argparse.Namespace) -> int:
+    with console.status(f"preparing {args.name}"):
+        _store().prepare(args.name, log=lambda m: console.log(m))
+    return 0
+
+
+def prepare_in_subprocess(name: str) -> None:
+    """Prepare weights in a child process: keeps torch/transformers out of the Ray driver."""
+    subprocess.run(python_argv("serving.cli", ["models", "prepare", name]), check=True)
+
+
+# --- up / status / down -----------------------------------------------------------
+
+
+def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> StackConfig:
+    data = read_stack_file(Path(args.config)) if args.config else {}
+    if args.model:
+        data["model"] = args.model
+    overrides = {
+        "replicas": {"num_replicas": args.replicas, "cpus_per_rank": args.cpus_per_rank},
+        "routing": {"policy": args.routing},
+        "gateway": {"host": args.host, "port": args.port, "max_in_flight": args.max_in_flight},
+    }
+    if args.autoscale:
+        overrides["autoscaling"] = {
+            "enabled": True, "min_replicas": args.min_replicas, "max_replicas": args.max_replicas,
+            "target_queue_per_replica": args.target_queue,
+            "upscale_delay_s": args.upscale_delay, "downscale_delay_s": args.downscale_delay,
+        }
+    return build_stack_config(merge(data, overrides), catalog=store.catalog, resolve_path=store.require)
+
+
+def smoke_request(url: str, model: str) -> str:
+    body = {"model": model, "messages": [{"role": "user", "content": SMOKE_QUESTION}],
+            "temperature": 0, "max_tokens": 32}
+    response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
+    response.raise_for_status()
+    return response.json()["choices"][0]["message"]["content"]
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    if args.isolate_network and not in_loopback_netns():
+        reexec_in_loopback_netns(python_argv("serving.cli", sys.argv[1:]))
+    store = _store()
+    model = args.model or (read_stack_file(Path(args.config)).get("model") if args.config else None)
+    model = model or DEFAULT_MODEL
+    if not store.is_ready(model):
+        prepare_in_subprocess(model)
+    config = stack_config_from_args(args, store)
+
+    from serving.local_cluster import ClusterOptions, LocalCluster
+
+    cluster = LocalCluster(ClusterOptions(
+        log_to_driver=args.verbose, http_host=config.gateway.host, http_port=config.gateway.port))
+    signal.signal(signal.SIGTERM, _interrupt)
+    started = time.monotonic()
+    try:
+        with console.status("starting Ray") as status:
+            cluster.start()
+            url = cluster.deploy(config, on_progress=lambda s: status.update(f"deploying: {s}"))
+        console.print(f"[green]serving[/] {config.model.name} with "
+                      f"{config.replicas.num_replicas} replica(s) at [bold]{url}/v1[/] "
+                      f"(ready in {time.monotonic() - started:.0f} s)")
+        _write_state(url, config)
+        if args.smoke or args.exit_after_smoke:
+            answer = smoke_request(url, config.model.name)
+            console.print(f"[bold]Q:[/] {SMOKE_QUESTION}\n[bold]A:[/] {answer}")
+        if args.exit_after_smoke:
+            return 0
+        if in_loopback_netns():
+            console.print(f"the stack runs in a loopback-only network namespace; reach it with "
+                          f"`{' '.join(nsenter_prefix(os.getpid()))} curl {url}/v1/models` "
+                          f"or `serving status`")
+        console.print("Ctrl-C (or `serving down`) stops it")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        console.print("stopping")
+        return 0
+    finally:
+        with console.status("shutting down"):
+            cluster.shutdown()
+        state_file().unlink(missing_ok=True)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _write_state(url: str, config: StackConfig) -> None:
+    path = state_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"pid": os.getpid(), "url": url, "app": config.app_name,
+                                "netns": in_loopback_netns()}))
+
+
+def _read_state() -> dict:
+    path = state_file()
+    if not path.is_file():
+        raise ServeoutError("no running stack found (start one with `serving up`)")
+    state = json.loads(path.read_text())
+    try:
+        os.kill(state["pid"], 0)
+    except ProcessLookupError:
+        path.unlink(missing_ok=True)
+        raise ServeoutError("the recorded stack is no longer running") from None
+    return state
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state = _read_state()
+    if state["netns"] and not in_loopback_netns():
+        os.environ["SERVEOUT_IN_LOOPBACK_NETNS"] = "1"
+        argv = nsenter_prefix(state["pid"]) + python_argv("serving.cli", ["status"])
+        return subprocess.run(argv, env=os.environ).returncode
+    status = httpx.get(f"{state['url']}/status", timeout=10).json()
+    table = Table(title=f"serveout at {state['url']} (pid {state['pid']})")
+    table.add_column("field")
+    table.add_column("value")
+    for key, value in status.items():
+        table.add_row(key, json.dumps(value) if isinstance(value, (dict, list)) else str(value))
+    Console().print(table)
+    return 0
+
+
+def cmd_down(_: argparse.Namespace) -> int:
+    state = _read_state()
+    os.kill(state["pid"], signal.SIGTERM)
+    console.print(f"sent SIGTERM to serving up (pid {state['pid']})")
+    return 0
+
+
+# --- argument parsing --------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="serving", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start a local Ray cluster and serve a model")
+    up.add_argument("--config", help="stack YAML file (see docs/serving.md)")
+    up.add_argument("--model", help=f"model spec name (default {DEFAULT_MODEL})")
+    up.add_argument("--replicas", type=int)
+    up.add_argument("--cpus-per-rank", type=int)
+    up.add_argument("--routing", choices=[p.value for p in RoutingPolicyName])
+    up.add_argument("--host")
+    up.add_argument("--port", type=int)
+    up.add_argument("--max-in-flight", type=int, help="admission bound before 429s")
+    up.add_argument("--autoscale", action="store_true", help="scale engines on queue depth")
+    up.add_argument("--min-replicas", type=int)
+    up.add_argument("--max-replicas", type=int)
+    up.add_argument("--target-queue", type=float, help="engine queue per replica to aim for")
+    up.add_argument("--upscale-delay", type=float)
+    up.add_argument("--downscale-delay", type=float)
+    up.add_argument("--smoke", action="store_true", help="send one chat request once ready")
+    up.add_argument("--exit-after-smoke", action="store_true", help="stop after the smoke request")
+    up.add_argument("--isolate-network", action="store_true",
+                    help="run inside a loopback-only network namespace (needs root)")
+    up.add_argument("--verbose", action="store_true", help="show replica logs")
+    up.set_defaults(func=cmd_up)
+
+    sub.add_parser("status", help="replicas and state of the running stack").set_defaults(func=cmd_status)
+    sub.add_parser("down", help="stop the running stack").set_defaults(func=cmd_down)
+
+    models = sub.add_parser("models", help="model specs").add_subparsers(dest="models_command", required=True)
+    models.add_parser("list", help="specs and whether each is prepared").set_defaults(func=cmd_models_list)
+    prep = models.add_parser("prepare", help="build a model's local weights folder")
+    prep.add_argument("name")
+    prep.set_defaults(func=cmd_models_prepare)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ServeoutError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

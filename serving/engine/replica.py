@@ -1,0 +1,107 @@
+"""The engine replica: a Ray Serve deployment wrapping one vLLM async engine.
+
+It takes token ids plus sampling settings from the gateway, streams
+:class:`GenerationChunk` s back, aborts the engine request when the caller goes
+away (Serve cancels the generator; vLLM aborts on cancellation), and reports its
+engine stats for routing (``record_routing_stats``) and autoscaling
+(``record_autoscaling_stats``). vLLM is imported only when the replica starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from ray import serve
+
+from serving.config.model_spec import AcceleratorKind
+from serving.config.stack import EngineReplicaConfig, StackConfig
+from serving.engine.cpu_binding import apply_binding, plan_binding
+from serving.engine.protocol import EngineStats, GenerationChunk, GenerationRequest
+
+log = logging.getLogger("serveout.engine")
+
+QUEUE_DEPTH_METRIC = "engine_queue_depth"
+
+
+class EngineReplica:
+    """One engine replica (Serve deployment ``engine``)."""
+
+    def __init__(self, config: EngineReplicaConfig) -> None:
+        context = serve.get_replica_context()
+        self.replica_id = context.replica_tag
+        if config.model.accelerator is AcceleratorKind.CPU:
+            self._bind_cpus(config, _local_rank(context))
+        import ray
+
+        os.environ.setdefault("VLLM_HOST_IP", ray.util.get_node_ip_address())
+        from serving.engine.vllm_engine import VllmEngine, engine_args
+
+        args = engine_args(config.model, config.model_path, config.engine)
+        self._engine = VllmEngine(args, self.replica_id)
+        log.info("engine replica %s ready", self.replica_id)
+
+    def _bind_cpus(self, config: EngineReplicaConfig, local_rank: int) -> None:
+        node_cores = sorted(os.sched_getaffinity(0))
+        tp = config.model.tensor_parallel_size
+        per_rank = config.cpus_per_rank or max(1, len(node_cores) // (config.max_replicas * tp))
+        binding = plan_binding(
+            local_rank=local_rank, tensor_parallel_size=tp, cores_per_rank=per_rank,
+            node_cores=node_cores,
+        )
+        apply_binding(binding)
+        log.info("replica %s bound to cores %s", self.replica_id, binding.omp_threads_bind())
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        async for chunk in self._engine.generate(request):
+            yield chunk
+
+    async def stats(self) -> EngineStats:
+        return self._engine.stats()
+
+    async def check_health(self) -> None:
+        """Called by Serve periodically; raising marks the replica unhealthy."""
+        await self._engine.check_health()
+
+    def record_routing_stats(self) -> dict:
+        return self._engine.stats().to_dict()
+
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        return {QUEUE_DEPTH_METRIC: float(self._engine.stats().queue_depth)}
+
+    def __del__(self) -> None:
+        engine = getattr(self, "_engine", None)
+        if engine is not None:
+            engine.shutdown()
+
+
+def _local_rank(context) -> int:
+    rank = getattr(context, "rank", None)
+    return int(getattr(rank, "local_rank", rank or 0))
+
+
+def engine_runtime_env(config: StackConfig) -> dict:
+    """Environment of engine replica processes (set before they start)."""
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if config.model.accelerator is AcceleratorKind.CPU:
+        iomp = Path(sys.prefix) / "lib" / "libiomp5.so"  # intel-openmp: ~1.5x batched throughput
+        if iomp.is_file():
+            env["LD_PRELOAD"] = str(iomp)
+    return {"env_vars": env}
+
+
+def placement_bundles(config: StackConfig) -> list[dict[str, float]]:
+    """The replica's placement group: its tensor-parallel ranks' resources.
+
+    CPU: one bundle of cores per rank (vLLM's ``mp`` executor runs the ranks as
+    local processes of the replica). GPU: a CPU bundle for the replica actor, then
+    one GPU bundle per rank, which vLLM's ``ray`` executor places its workers on.
+    """
+    tp = config.model.tensor_parallel_size
+    cpus = float(config.replicas.cpus_per_rank or 1)
+    if config.model.accelerator is AcceleratorKind.CPU:
+        return [{"CPU": cpus} for _ in range(tp)]
+    return [{"CPU": 1.0}] + [{"GPU": 1.0} for _ in range(tp)]

@@ -1,0 +1,105 @@
+"""The vLLM adapter: one ``AsyncLLM`` engine behind the small :class:`Engine` protocol.
+
+Imported only inside engine replicas: importing vLLM in the driver was seen to pin
+every Ray process to one core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.inputs import TokensPrompt
+from vllm.sampling_params import RequestOutputKind, SamplingParams
+from vllm.v1.engine.async_llm import AsyncLLM
+
+from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelSpec
+from serving.engine.protocol import (
+    EngineStats,
+    GenerationChunk,
+    GenerationDelta,
+    GenerationRequest,
+)
+from serving.engine.vllm_stats import EngineStatsRecorder
+
+GIB = 1 << 30
+
+
+def engine_args(model: ModelSpec, model_path: Path, settings: EngineSettings) -> AsyncEngineArgs:
+    """vLLM engine arguments for a model spec (pure mapping, no side effects)."""
+    on_cpu = model.accelerator is AcceleratorKind.CPU
+    tp = model.tensor_parallel_size
+    return AsyncEngineArgs(
+        model=str(model_path),
+        served_model_name=model.name,
+        dtype=model.dtype.value,
+        max_model_len=model.max_model_len,
+        tensor_parallel_size=tp,
+        distributed_executor_backend="mp" if on_cpu or tp == 1 else "ray",
+        enforce_eager=settings.enforce_eager,
+        max_num_seqs=settings.max_num_seqs,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        enable_prefix_caching=settings.enable_prefix_caching,
+        block_size=settings.block_size,
+        kv_cache_memory_bytes=int(settings.kv_cache_space_gib * GIB) if on_cpu else None,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        disable_log_stats=True,  # our recorder replaces vLLM's periodic log lines
+        enable_log_requests=False,  # prompts are not logged by default
+    )
+
+
+def sampling_params(request: GenerationRequest) -> SamplingParams:
+    s = request.sampling
+    return SamplingParams(
+        n=s.n,
+        max_tokens=s.max_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        stop=list(s.stop) or None,
+        seed=s.seed,
+        ignore_eos=s.ignore_eos,
+        output_kind=RequestOutputKind.DELTA,
+    )
+
+
+class VllmEngine:
+    """One vLLM async engine (implements :class:`serving.engine.protocol.Engine`)."""
+
+    def __init__(self, args: AsyncEngineArgs, replica_id: str) -> None:
+        self._replica_id = replica_id
+        self._recorder = EngineStatsRecorder(replica_id)
+        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[self._recorder.factory])
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        prompt = TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
+        prompt_tokens = len(request.prompt_token_ids)
+        completion_tokens = 0
+        outputs = self._llm.generate(prompt, sampling_params(request), request.request_id)
+        async for out in outputs:
+            deltas = tuple(
+                GenerationDelta(
+                    index=o.index,
+                    text=o.text,
+                    num_tokens=len(o.token_ids),
+                    finish_reason=o.finish_reason,
+                )
+                for o in out.outputs
+            )
+            completion_tokens += sum(d.num_tokens for d in deltas)
+            yield GenerationChunk(
+                deltas=deltas,
+                replica_id=self._replica_id,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                finished=out.finished,
+            )
+
+    def stats(self) -> EngineStats:
+        return self._recorder.snapshot()
+
+    async def check_health(self) -> None:
+        await self._llm.check_health()
+
+    def shutdown(self) -> None:
+        self._llm.shutdown()

@@ -1,0 +1,60 @@
+"""A vLLM stat logger that keeps one replica's live load and cumulative counters.
+
+vLLM calls ``record`` after every engine step with the same ``SchedulerStats`` /
+``IterationStats`` its own Prometheus logger turns into ``vllm:num_requests_waiting``,
+``vllm:prefix_cache_hits_total`` and friends; we keep the numbers so the replica can
+report them for routing, autoscaling and the gateway's metrics. Imported only
+inside engine replicas (it imports vLLM).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vllm.v1.metrics.loggers import StatLoggerBase
+
+from serving.engine.protocol import EngineStats
+
+
+class EngineStatsRecorder:
+    """Accumulates engine stats; ``factory`` is what vLLM's ``stat_loggers`` takes."""
+
+    def __init__(self, replica_id: str) -> None:
+        self._stats = EngineStats(replica_id=replica_id)
+
+    def snapshot(self) -> EngineStats:
+        return self._stats
+
+    def factory(self, vllm_config, engine_index: int = 0) -> StatLoggerBase:
+        return _RecorderLogger(self)
+
+    def _record(self, scheduler_stats, iteration_stats) -> None:
+        s = self._stats
+        updates: dict = {}
+        if scheduler_stats is not None:
+            prefix = scheduler_stats.prefix_cache_stats
+            updates.update(
+                waiting=scheduler_stats.num_waiting_reqs + scheduler_stats.num_skipped_waiting_reqs,
+                running=scheduler_stats.num_running_reqs,
+                kv_cache_usage=float(scheduler_stats.kv_cache_usage),
+                prefix_cache_queries=s.prefix_cache_queries + prefix.queries,
+                prefix_cache_hits=s.prefix_cache_hits + prefix.hits,
+            )
+        if iteration_stats is not None:
+            updates.update(
+                prompt_tokens=s.prompt_tokens + iteration_stats.num_prompt_tokens,
+                generation_tokens=s.generation_tokens + iteration_stats.num_generation_tokens,
+            )
+        if updates:
+            self._stats = dataclasses.replace(s, **updates)
+
+
+class _RecorderLogger(StatLoggerBase):
+    def __init__(self, recorder: EngineStatsRecorder) -> None:  # noqa: D107 (vLLM signature)
+        self._recorder = recorder
+
+    def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
+        self._recorder._record(scheduler_stats, iteration_stats)
+
+    def log_engine_initialized(self) -> None:
+        pass

@@ -1,0 +1,167 @@
+"""The gateway's FastAPI app: OpenAI routes, tokenizer routes, health and metrics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from serving.errors import InvalidRequestError, RequestError, RequestTooLargeError
+from serving.gateway.error_mapping import ErrorResponse, http_error, map_error
+from serving.gateway.schemas import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    TokenizeRequest,
+    model_card,
+    now,
+)
+from serving.gateway.service import EventStream, GatewayService
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+class _ClosingStreamingResponse(StreamingResponse):
+    """A streaming response that always runs ``on_close``, even if the client left
+    before the first byte (when the body generator never started)."""
+
+    def __init__(self, stream: EventStream) -> None:
+        super().__init__(stream.events, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self._on_close = stream.close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_close()
+
+
+def _json(error: ErrorResponse) -> JSONResponse:
+    return JSONResponse(error.body, status_code=error.status, headers=error.headers)
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The request body, refusing more than ``max_bytes`` (413) without reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise RequestTooLargeError(f"request body is larger than {max_bytes} bytes")
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > max_bytes:
+            raise RequestTooLargeError(f"request body is larger than {max_bytes} bytes")
+        parts.append(part)
+    return b"".join(parts)
+
+
+def parse_body(raw: bytes, model: type[Body]) -> Body:
+    """Malformed JSON or wrong types -> 400 with the offending field as ``param``."""
+    try:
+        data: Any = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequestError(f"malformed JSON body: {exc}") from None
+    return model.model_validate(data)
+
+
+def build_http_app(
+    service: GatewayService,
+    *,
+    registry: CollectorRegistry,
+    max_body_bytes: int,
+    status: Callable[[], dict],
+) -> FastAPI:
+    """The gateway's routes over ``service``; ``status`` feeds ``GET /status``."""
+    app = FastAPI(title="serveout gateway", version="1")
+
+    async def body_of(request: Request, model: type[Body]) -> Body:
+        return parse_body(await read_body(request, max_body_bytes), model)
+
+    async def completion(request: Request, model: type[ChatCompletionRequest | CompletionRequest]):
+        try:
+            body = await body_of(request, model)
+        except (RequestError, ValidationError) as exc:
+            endpoint = "chat" if model is ChatCompletionRequest else "completions"
+            service.metrics.requests.labels("unknown", endpoint, str(map_error(exc).status)).inc()
+            raise
+        result = await service.complete(body, session_id=request.headers.get("x-session-id"))
+        if isinstance(result, EventStream):
+            return _ClosingStreamingResponse(result)
+        return JSONResponse(result)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        return await completion(request, ChatCompletionRequest)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await completion(request, CompletionRequest)
+
+    @app.get("/v1/models")
+    async def list_models():
+        created = now()
+        cards = [model_card(m.name, m.max_model_len, created) for m in service.models.values()]
+        return {"object": "list", "data": cards}
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request):
+        body = await body_of(request, TokenizeRequest)
+        served = service.model(body.model)
+        if (body.prompt is None) == (body.messages is None):
+            raise InvalidRequestError("give exactly one of `prompt` or `messages`", param="prompt")
+        if body.messages is not None:
+            tokens = served.tokenizer.encode_chat(body.messages)
+        else:
+            tokens = served.tokenizer.encode_text(body.prompt, add_special_tokens=body.add_special_tokens)
+        return {"count": len(tokens), "max_model_len": served.max_model_len, "tokens": tokens}
+
+    @app.post("/detokenize")
+    async def detokenize(request: Request):
+        body = await body_of(request, DetokenizeRequest)
+        served = service.model(body.model)
+        return {"prompt": served.tokenizer.decode(body.tokens)}
+
+    @app.get("/health")
+    async def health():
+        not_ready = [m.name for m in service.models.values()
+                     if m.replicas().ready == 0 and not m.scales_from_zero]
+        if not_ready:
+            return JSONResponse({"status": "starting", "not_ready": not_ready}, status_code=503)
+        return {"status": "ok"}
+
+    @app.get("/status")
+    async def status_route():
+        return status()
+
+    @app.get("/metrics")
+    async def metrics():
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.exception_handler(RequestError)
+    async def on_request_error(_: Request, exc: RequestError):
+        return _json(map_error(exc))
+
+    @app.exception_handler(ValidationError)
+    async def on_validation_error(_: Request, exc: ValidationError):
+        return _json(map_error(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def on_fastapi_validation(_: Request, exc: RequestValidationError):
+        return _json(ErrorResponse(400, http_error(400, str(exc.errors()[:3])).body))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(_: Request, exc: StarletteHTTPException):
+        return _json(http_error(exc.status_code, str(exc.detail)))
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(_: Request, exc: Exception):
+        return _json(map_error(exc))
+
+    return app

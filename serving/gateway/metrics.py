@@ -1,0 +1,63 @@
+"""The gateway's Prometheus metrics (namespace ``serveout_``).
+
+| name | type | labels |
+| --- | --- | --- |
+| serveout_requests_total | counter | model, endpoint, status |
+| serveout_request_latency_seconds | histogram | model, endpoint |
+| serveout_time_to_first_token_seconds | histogram | model, endpoint |
+| serveout_request_prompt_tokens / _generation_tokens | histogram | model |
+| serveout_prompt_tokens_total / serveout_generation_tokens_total | counter | model |
+| serveout_in_flight_requests | gauge | model |
+| serveout_rejected_requests_total | counter | model, reason |
+| serveout_replicas | gauge | model, state (ready / starting / desired) |
+
+The request router adds per-replica engine and routing metrics (see
+:mod:`serving.routing.metrics`).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
+                   1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0)
+TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+
+
+class GatewayMetrics:
+    """All gateway metrics, registered on one registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "serveout_requests_total", "Requests answered, by HTTP status.",
+            ["model", "endpoint", "status"], registry=registry)
+        self.latency = Histogram(
+            "serveout_request_latency_seconds", "Request latency until the last byte.",
+            ["model", "endpoint"], buckets=LATENCY_BUCKETS, registry=registry)
+        self.ttft = Histogram(
+            "serveout_time_to_first_token_seconds", "Time to the first generated token.",
+            ["model", "endpoint"], buckets=LATENCY_BUCKETS, registry=registry)
+        self.prompt_tokens_hist = Histogram(
+            "serveout_request_prompt_tokens", "Prompt tokens per request.",
+            ["model"], buckets=TOKEN_BUCKETS, registry=registry)
+        self.generation_tokens_hist = Histogram(
+            "serveout_request_generation_tokens", "Generated tokens per request.",
+            ["model"], buckets=TOKEN_BUCKETS, registry=registry)
+        self.prompt_tokens = Counter(
+            "serveout_prompt_tokens", "Prompt tokens processed.", ["model"], registry=registry)
+        self.generation_tokens = Counter(
+            "serveout_generation_tokens", "Tokens generated.", ["model"], registry=registry)
+        self.in_flight = Gauge(
+            "serveout_in_flight_requests", "Requests admitted and not finished.",
+            ["model"], registry=registry)
+        self.rejected = Counter(
+            "serveout_rejected_requests_total", "Requests refused, by reason.",
+            ["model", "reason"], registry=registry)
+        self.replicas = Gauge(
+            "serveout_replicas", "Engine replicas by state.", ["model", "state"], registry=registry)
+
+    def record_tokens(self, model: str, prompt: int, generated: int) -> None:
+        self.prompt_tokens_hist.labels(model).observe(prompt)
+        self.generation_tokens_hist.labels(model).observe(generated)
+        self.prompt_tokens.labels(model).inc(prompt)
+        self.generation_tokens.labels(model).inc(generated)

@@ -1,0 +1,99 @@
+"""From a validated OpenAI body to a :class:`GenerationRequest` (pure apart from the
+tokenizer, which is passed in). Everything a client can get wrong about a request's
+*meaning* is refused here, before any replica sees it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from serving.engine.protocol import GenerationRequest, SamplingSettings
+from serving.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError
+from serving.gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
+
+
+class Tokenizer(Protocol):
+    def encode_chat(self, messages: list[ChatMessage]) -> list[int]: ...
+    def encode_text(self, text: str, *, add_special_tokens: bool = True) -> list[int]: ...
+    def check_ids(self, token_ids: list[int], *, param: str) -> list[int]: ...
+
+
+def check_model(requested: str, served: str) -> None:
+    if requested != served:
+        raise ModelNotFoundError(
+            f"The model `{requested}` does not exist. Served models: {served}", param="model"
+        )
+
+
+def plan_max_tokens(
+    prompt_tokens: int, requested: int | None, max_model_len: int, *, prompt_param: str
+) -> int:
+    """The completion budget: ``requested``, or what is left of the context when None.
+
+    Raises :class:`ContextLengthExceededError` when prompt plus completion cannot fit.
+    """
+    if requested is None:
+        if prompt_tokens >= max_model_len:
+            raise _too_long(prompt_tokens, 1, max_model_len, prompt_param)
+        return max_model_len - prompt_tokens
+    if prompt_tokens + requested > max_model_len:
+        raise _too_long(prompt_tokens, requested, max_model_len, prompt_param)
+    return requested
+
+
+def _too_long(prompt: int, completion: int, limit: int, param: str) -> ContextLengthExceededError:
+    return ContextLengthExceededError(
+        f"This model's maximum context length is {limit} tokens. However, you requested "
+        f"{prompt + completion} tokens ({prompt} in the {param}, {completion} in the "
+        f"completion). Please reduce the length of the {param} or completion.",
+        param=param,
+    )
+
+
+def plan_request(
+    body: ChatCompletionRequest | CompletionRequest,
+    *,
+    tokenizer: Tokenizer,
+    served_model: str,
+    max_model_len: int,
+    request_id: str,
+    session_id: str | None = None,
+    deadline_s: float | None = None,
+) -> GenerationRequest:
+    """Validate meaning, tokenise and size the request."""
+    check_model(body.model, served_model)
+    unsupported = body.unsupported_fields()
+    if unsupported:
+        raise InvalidRequestError(
+            f"unsupported parameter(s): {', '.join(unsupported)}", param=unsupported[0]
+        )
+    if body.stream_options is not None and not body.stream:
+        raise InvalidRequestError(
+            "stream_options is only allowed when stream is true", param="stream_options"
+        )
+    if isinstance(body, ChatCompletionRequest):
+        prompt_ids, param = tokenizer.encode_chat(body.messages), "messages"
+    elif isinstance(body.prompt, str):
+        prompt_ids, param = tokenizer.encode_text(body.prompt), "prompt"
+    else:
+        prompt_ids, param = tokenizer.check_ids(list(body.prompt), param="prompt"), "prompt"
+    if not prompt_ids:
+        raise InvalidRequestError("the prompt is empty", param=param)
+    max_tokens = plan_max_tokens(
+        len(prompt_ids), body.requested_max_tokens(), max_model_len, prompt_param=param
+    )
+    sampling = SamplingSettings(
+        max_tokens=max_tokens,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        n=body.n,
+        stop=body.stop_sequences(),
+        seed=body.seed,
+        ignore_eos=body.ignore_eos,
+    )
+    return GenerationRequest(
+        request_id=request_id,
+        prompt_token_ids=tuple(prompt_ids),
+        sampling=sampling,
+        session_id=session_id,
+        deadline_s=deadline_s,
+    )

@@ -1,0 +1,239 @@
+"""The gateway's request handling, independent of HTTP framework and of Ray.
+
+For one completion request: validate and tokenise (400s), admit (429), stream from
+an engine replica under the request's deadline (504), and format the answer as
+OpenAI JSON or SSE events, recording metrics on the way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from serving.engine.protocol import GenerationChunk, GenerationRequest
+from serving.errors import (
+    DeadlineExceededError,
+    EngineError,
+    ModelNotFoundError,
+    NoReplicaError,
+    RequestError,
+)
+from serving.gateway.admission import AdmissionController, AdmissionTicket
+from serving.gateway.engine_client import EngineClient
+from serving.gateway.metrics import GatewayMetrics
+from serving.gateway.replica_status import ReplicaCounts
+from serving.gateway.openai_format import (
+    SSE_DONE,
+    ChatFormat,
+    CompletionFormat,
+    ResponseAssembler,
+    ResponseHeader,
+    StreamEncoder,
+)
+from serving.gateway.error_mapping import map_error
+from serving.gateway.request_planning import Tokenizer, plan_request
+from serving.gateway.schemas import ChatCompletionRequest, CompletionRequest, new_id
+
+log = logging.getLogger("serveout.gateway")
+
+
+@dataclass
+class ServedModel:
+    """One model behind the gateway: its tokenizer, engine replicas and admission bound."""
+
+    name: str
+    max_model_len: int
+    tokenizer: Tokenizer
+    engine: EngineClient
+    admission: AdmissionController
+    replicas: Callable[[], ReplicaCounts] = field(default=lambda: ReplicaCounts(ready=1))
+    scales_from_zero: bool = False
+
+    def check_can_serve(self) -> None:
+        """Raise :class:`NoReplicaError` when no replica serves and none can start."""
+        counts = self.replicas()
+        if counts.desired == 0 and not self.scales_from_zero:
+            raise NoReplicaError(f"no replica of {self.name} is running or starting")
+
+
+@dataclass
+class EventStream:
+    """A streamed answer: SSE events, and ``close`` to call when the response ends
+    for any reason (idempotent; frees the request even if the stream never started)."""
+
+    events: AsyncIterator[str]
+    close: Callable[[], Awaitable[None]]
+
+
+class GatewayService:
+    """Serves completion requests for the models it holds, by model id."""
+
+    def __init__(
+        self,
+        models: list[ServedModel],
+        metrics: GatewayMetrics,
+        *,
+        request_timeout_s: float,
+        log_prompts: bool = False,
+    ) -> None:
+        self.models = {m.name: m for m in models}
+        self.metrics = metrics
+        self.request_timeout_s = request_timeout_s
+        self.log_prompts = log_prompts
+
+    def model(self, name: str) -> ServedModel:
+        try:
+            return self.models[name]
+        except KeyError:
+            raise ModelNotFoundError(
+                f"The model `{name}` does not exist. Served models: {', '.join(self.models)}",
+                param="model",
+            ) from None
+
+    async def complete(
+        self,
+        body: ChatCompletionRequest | CompletionRequest,
+        *,
+        session_id: str | None = None,
+    ) -> dict | EventStream:
+        """A whole response (dict), or an :class:`EventStream` when ``body.stream`` is set.
+
+        Errors before the first token raise (the caller answers with an HTTP status);
+        errors after it become an SSE error event.
+        """
+        started = time.monotonic()
+        chat = isinstance(body, ChatCompletionRequest)
+        endpoint = "chat" if chat else "completions"
+        try:
+            served = self.model(body.model)
+            request = plan_request(
+                body,
+                tokenizer=served.tokenizer,
+                served_model=served.name,
+                max_model_len=served.max_model_len,
+                request_id=new_id("chatcmpl" if chat else "cmpl"),
+                session_id=session_id,
+                deadline_s=time.time() + self.request_timeout_s,
+            )
+            served.check_can_serve()
+            ticket = self._admit(served)
+        except RequestError as exc:
+            model = body.model if body.model in self.models else "unknown"
+            self.metrics.requests.labels(model, endpoint, str(map_error(exc).status)).inc()
+            raise
+        if self.log_prompts:
+            log.info("request %s prompt tokens %s", request.request_id, request.prompt_token_ids)
+        call = _Call(self, served, request, endpoint, started, ticket)
+        fmt = ChatFormat() if chat else CompletionFormat()
+        header = ResponseHeader(id=request.request_id, model=served.name)
+        try:
+            first = await call.first_chunk()
+        except BaseException as exc:
+            await call.close(exc)
+            raise
+        if not body.stream:
+            return await call.collect(first, ResponseAssembler(fmt, header, body.n))
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        events = call.sse(first, StreamEncoder(fmt, header, body.n, include_usage))
+        return EventStream(events, lambda: call.close(asyncio.CancelledError()))
+
+
+    def _admit(self, served: ServedModel) -> AdmissionTicket:
+        try:
+            return served.admission.admit()
+        except RequestError:
+            self.metrics.rejected.labels(served.name, "overloaded").inc()
+            raise
+
+
+class _Call:
+    """One admitted request in flight: its engine stream, deadline and bookkeeping."""
+
+    def __init__(self, service: GatewayService, served: ServedModel, request: GenerationRequest,
+                 endpoint: str, started: float, ticket: AdmissionTicket) -> None:
+        self.service, self.served, self.request = service, served, request
+        self.endpoint, self.started, self.ticket = endpoint, started, ticket
+        self.deadline = asyncio.get_running_loop().time() + service.request_timeout_s
+        self.chunks = served.engine.stream(request)
+        self.last: GenerationChunk | None = None
+        self.closed = False
+        service.metrics.in_flight.labels(served.name).inc()
+
+    async def _next(self) -> GenerationChunk | None:
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                chunk = await anext(self.chunks, None)
+        except TimeoutError:
+            raise DeadlineExceededError(
+                f"the request did not finish within {self.service.request_timeout_s:g} s "
+                "and was cancelled"
+            ) from None
+        if chunk is not None:
+            self.last = chunk
+        return chunk
+
+    async def first_chunk(self) -> GenerationChunk:
+        chunk = await self._next()
+        if chunk is None:
+            raise EngineError("the engine returned no output")
+        self.service.metrics.ttft.labels(self.served.name, self.endpoint).observe(
+            time.monotonic() - self.started)
+        return chunk
+
+    async def collect(self, first: GenerationChunk, assembler: ResponseAssembler) -> dict:
+        try:
+            chunk: GenerationChunk | None = first
+            while chunk is not None:
+                assembler.add(chunk)
+                chunk = await self._next()
+        except BaseException as exc:
+            await self.close(exc)
+            raise
+        await self.close(None)
+        return assembler.response()
+
+    async def sse(self, first: GenerationChunk, encoder: StreamEncoder) -> AsyncIterator[str]:
+        error: BaseException | None = None
+        try:
+            chunk: GenerationChunk | None = first
+            while chunk is not None:
+                for event in encoder.encode(chunk):
+                    yield event
+                chunk = await self._next()
+            for event in encoder.finish():
+                yield event
+        except Exception as exc:  # after the first byte: report in-band, then end the stream
+            error = exc
+            yield StreamEncoder.error(map_error(exc).body)
+            yield SSE_DONE
+        except BaseException as exc:  # cancelled: the client went away
+            error = exc
+            raise
+        finally:
+            await self.close(error)
+
+    async def close(self, error: BaseException | None) -> None:
+        """Release the admission slot, stop the engine stream, record metrics (once)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.ticket.release()
+        await self.chunks.aclose()
+        metrics, model = self.service.metrics, self.served.name
+        metrics.in_flight.labels(model).dec()
+        status = _status_of(error)
+        metrics.requests.labels(model, self.endpoint, status).inc()
+        metrics.latency.labels(model, self.endpoint).observe(time.monotonic() - self.started)
+        if self.last is not None:
+            metrics.record_tokens(model, self.last.prompt_tokens, self.last.completion_tokens)
+
+
+def _status_of(error: BaseException | None) -> str:
+    if error is None:
+        return "200"
+    if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
+        return "499"  # client closed the request
+    return str(map_error(error).status)

@@ -1,0 +1,141 @@
+"""A single-node Ray cluster owned by this process, with Serve and one serveout app.
+
+Used by ``serving up``, the integration tests and the sweep. It starts Ray on
+loopback in its own temp dir, deploys with :func:`serving.app_builder.build_app`,
+waits until the gateway answers ``/health``, and on shutdown removes everything it
+started (``serve.shutdown`` + ``ray.shutdown``; never ``ray stop``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from serving.config.stack import StackConfig
+from serving.errors import ClusterError
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    num_cpus: int | None = None  # None = the cores this process may run on
+    log_to_driver: bool = False
+    http_host: str = "127.0.0.1"
+    http_port: int = 8000
+
+
+class LocalCluster:
+    """Owns one local Ray cluster and Serve instance (use as a context manager)."""
+
+    def __init__(self, options: ClusterOptions = ClusterOptions()) -> None:
+        self.options = options
+        self._temp_dir: Path | None = None
+        self._started = False
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.options.http_host}:{self.options.http_port}"
+
+    def start(self) -> None:
+        import ray
+        from ray import serve
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self._temp_dir = Path(tempfile.mkdtemp(prefix="serveout-ray-"))
+        num_cpus = self.options.num_cpus or len(os.sched_getaffinity(0))
+        ray.init(
+            num_cpus=num_cpus,
+            _node_ip_address="127.0.0.1",
+            _temp_dir=str(self._temp_dir),
+            include_dashboard=False,
+            log_to_driver=self.options.log_to_driver,
+            namespace="serveout",
+        )
+        self._started = True
+        serve.start(
+            http_options={"host": self.options.http_host, "port": self.options.http_port},
+            logging_config={"enable_access_log": False},
+        )
+
+    def deploy(self, config: StackConfig, *, timeout_s: float = 900,
+               on_progress: Callable[[str], None] = lambda _: None) -> str:
+        """Deploy ``config`` and wait until the gateway is healthy; returns its URL."""
+        from ray import serve
+
+        from serving.app_builder import build_app
+
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                serve.run(build_app(config), name=config.app_name, route_prefix="/")
+            except BaseException as exc:  # reported below, in the caller's thread
+                failure.append(exc)
+
+        runner = threading.Thread(target=run, name="serve-run", daemon=True)
+        runner.start()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if failure:
+                raise ClusterError(f"deploying {config.app_name} failed: {failure[0]}")
+            on_progress(self._describe(config.app_name))
+            if not runner.is_alive() and self._healthy():
+                return self.url
+            time.sleep(1.0)
+        raise ClusterError(f"{config.app_name} was not healthy after {timeout_s:.0f} s")
+
+    def undeploy(self, app_name: str) -> None:
+        from ray import serve
+
+        serve.delete(app_name)
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/health", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _describe(self, app_name: str) -> str:
+        from ray import serve
+
+        try:
+            app = serve.status().applications.get(app_name)
+        except Exception:
+            return "starting Serve"
+        if app is None:
+            return "submitting the application"
+        parts = []
+        for name, dep in app.deployments.items():
+            states = ", ".join(f"{n} {str(getattr(s, 'value', s)).lower()}"
+                               for s, n in dep.replica_states.items())
+            parts.append(f"{name}: {states or dep.status.value.lower()}")
+        return "; ".join(parts) or app.status.value.lower()
+
+    def shutdown(self) -> None:
+        if self._started:
+            import ray
+            from ray import serve
+
+            try:
+                serve.shutdown()
+            finally:
+                ray.shutdown()
+                self._started = False
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    def __enter__(self) -> "LocalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()

@@ -1,0 +1,112 @@
+"""Everything a router does per request, without Ray.
+
+:class:`RoutingCore` holds the configured policy, a least-loaded policy for
+control calls, the live assignment count, the latest engine stats and the
+router's metrics. The Ray Serve adapter calls it from Serve's hooks:
+
+====================================  =========================================
+Serve hook (adapter)                  core
+====================================  =========================================
+``update_replicas``                   :meth:`RoutingCore.update_replicas`
+``choose_replicas``                   :meth:`RoutingCore.choose`
+``on_request_routed``                 :meth:`RoutingCore.on_routed`
+``on_request_completed``              :meth:`RoutingCore.on_finished`
+pending request cancelled             :meth:`RoutingCore.on_finished`
+====================================  =========================================
+
+All calls come from the router's event loop: no locks here.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from serving.engine.protocol import EngineStats
+from serving.routing.assignments import Assignment, AssignmentTracker
+from serving.routing.least_loaded import LeastLoadedPolicy
+from serving.routing.metrics import RouterMetrics
+from serving.routing.policy import ReplicaLoad, RoutingPolicy, RoutingRequest
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A live replica as the adapter sees it: its id and Serve's cached queue length."""
+
+    replica_id: str
+    serve_queue_len: int | None = None
+
+
+class RoutingCore:
+    """One router's policy, live load view and metrics."""
+
+    def __init__(
+        self,
+        policy: RoutingPolicy,
+        metrics: RouterMetrics,
+        *,
+        tracker: AssignmentTracker | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.policy = policy
+        self.metrics = metrics
+        self._control_policy = LeastLoadedPolicy(rng=rng)
+        self._assignments = tracker or AssignmentTracker()
+        self._engine: dict[str, EngineStats | None] = {}
+        self._replica_ids: frozenset[str] = frozenset()
+
+    def update_replicas(self, engine_stats: Mapping[str, EngineStats | None]) -> None:
+        """The live replicas (Serve's latest broadcast) and their polled stats."""
+        self._engine = dict(engine_stats)
+        replica_ids = frozenset(engine_stats)
+        if replica_ids != self._replica_ids:
+            self._replica_ids = replica_ids
+            self.policy.on_replicas_changed(replica_ids)
+            self._assignments.retain(replica_ids)
+        self.metrics.set_replicas(engine_stats)
+
+    def loads(self, candidates: Sequence[Candidate]) -> list[ReplicaLoad]:
+        """What the policy sees of each candidate."""
+        return [
+            ReplicaLoad(
+                replica_id=c.replica_id,
+                engine=self._engine.get(c.replica_id),
+                assigned=self._assignments.count(c.replica_id),
+                serve_queue_len=c.serve_queue_len,
+            )
+            for c in candidates
+        ]
+
+    async def choose(
+        self, request: RoutingRequest, candidates: Sequence[Candidate], *, generation: bool = True
+    ) -> tuple[str, ...]:
+        """Rank ``candidates`` for a request and assign it to the first; a retry re-ranks.
+
+        ``generation`` requests use the configured policy, control calls least-loaded.
+        """
+        policy = self.policy if generation else self._control_policy
+        ranking = await policy.rank(request, self.loads(candidates))
+        if ranking.order:
+            assignment = Assignment(ranking.order[0], policy.name, ranking.decision, generation)
+            self._assignments.assign(request.request_id, assignment)
+        return ranking.order
+
+    def on_routed(self, request: RoutingRequest, replica_id: str) -> None:
+        """Serve sent the request to ``replica_id`` and the replica accepted it."""
+        assignment = self._assignments.move(request.request_id, replica_id)
+        if assignment is None or not assignment.generation:
+            return
+        self.policy.on_routed(request, replica_id)
+        self.metrics.count_routed(replica_id, assignment.policy, assignment.decision)
+
+    def on_finished(self, request_id: str) -> None:
+        """The request completed, failed, or was cancelled before Serve sent it."""
+        self._assignments.release(request_id)
+
+    def assigned(self, replica_id: str) -> int:
+        """Requests currently assigned to ``replica_id`` by this router."""
+        return self._assignments.count(replica_id)
+
+    def is_tracking(self, request_id: str) -> bool:
+        return request_id in self._assignments

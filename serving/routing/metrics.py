@@ -1,0 +1,218 @@
+"""Routing metrics in the gateway's Prometheus output.
+
+Names (all labelled with ``deployment``, the label the app builder gives the
+engine deployment; ``replica`` is Serve's replica id):
+
+``serveout_routed_requests_total{deployment,replica,policy}`` (counter)
+    Generation requests a replica accepted, counted in Serve's
+    ``on_request_routed`` hook (Serve calls it when it enforces
+    ``max_ongoing_requests``: its default, except under Ray Client). Control
+    calls (``stats``, ``check_health``) are routed least-loaded and not counted.
+``serveout_routing_decisions_total{deployment,policy,decision}`` (counter)
+    The policy's decision for each of those requests, taken when it ranked the
+    replicas: ``prefix_hit``, ``prefix_fallback_imbalance``, ``prefix_miss``,
+    ``session_hit``, ``session_new``, ``session_moved``, ``least_loaded``,
+    ``round_robin``. Prefix hit rate at routing time:
+    ``prefix_hit / (prefix_hit + prefix_fallback_imbalance + prefix_miss)``.
+``serveout_engine_waiting_requests{deployment,replica}`` (gauge)
+``serveout_engine_running_requests{deployment,replica}`` (gauge)
+``serveout_engine_kv_cache_usage{deployment,replica}`` (gauge, 0..1)
+``serveout_engine_prefix_cache_queries_total{deployment,replica}`` (counter, tokens)
+``serveout_engine_prefix_cache_hits_total{deployment,replica}`` (counter, tokens)
+``serveout_engine_prompt_tokens_total{deployment,replica}`` (counter)
+``serveout_engine_generation_tokens_total{deployment,replica}`` (counter)
+    Each replica's engine stats as last polled by Serve (``record_routing_stats``,
+    every ``RoutingSpec.stats_period_s``); absent until the first poll.
+``serveout_queue_depth{deployment}`` (gauge)
+    Engine waiting + running summed over the deployment's replicas: the signal
+    for an outside autoscaler (KEDA, HPA).
+
+Series of replicas that left are dropped. Shape: each router owns a
+:class:`RouterMetrics`; one :class:`RoutingMetricsCollector` per Prometheus
+registry merges every router of the process, because the exposition format
+allows each metric family once and a gateway holds one router per engine
+deployment (or more). Serve, not serveout, constructs routers, so a router finds
+its registry's collector with :func:`routing_collector`, a lookup keyed by the
+registry object (the one process-level table here; entries die with their
+registry). Routers run on their own event-loop thread and ``/metrics`` on
+another: both classes lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from serving.config.stack import RoutingPolicyName
+from serving.engine.protocol import EngineStats
+from serving.routing.policy import RoutingDecision
+
+ROUTED = "serveout_routed_requests"
+DECISIONS = "serveout_routing_decisions"
+QUEUE_DEPTH = "serveout_queue_depth"
+
+
+@dataclass(frozen=True)
+class _EngineFamily:
+    """One per-replica family, read from the :class:`EngineStats` field ``stat``."""
+
+    name: str
+    stat: str
+    counter: bool
+    doc: str
+
+
+_ENGINE_FAMILIES = (
+    _EngineFamily("serveout_engine_waiting_requests", "waiting", False,
+                  "Requests waiting in the engine."),
+    _EngineFamily("serveout_engine_running_requests", "running", False,
+                  "Requests running in the engine."),
+    _EngineFamily("serveout_engine_kv_cache_usage", "kv_cache_usage", False,
+                  "Fraction of the KV cache in use."),
+    _EngineFamily("serveout_engine_prefix_cache_queries", "prefix_cache_queries", True,
+                  "Prompt tokens looked up in the prefix cache."),
+    _EngineFamily("serveout_engine_prefix_cache_hits", "prefix_cache_hits", True,
+                  "Prompt tokens found in the prefix cache."),
+    _EngineFamily("serveout_engine_prompt_tokens", "prompt_tokens", True,
+                  "Prompt tokens the engine processed."),
+    _EngineFamily("serveout_engine_generation_tokens", "generation_tokens", True,
+                  "Tokens the engine generated."),
+)
+
+
+@dataclass(frozen=True)
+class RouterMetricsSnapshot:
+    """One router's metrics at one instant."""
+
+    deployment: str
+    routed: Mapping[tuple[str, RoutingPolicyName], int] = field(default_factory=dict)
+    decisions: Mapping[tuple[RoutingPolicyName, RoutingDecision], int] = field(default_factory=dict)
+    engine: Mapping[str, EngineStats] = field(default_factory=dict)
+
+
+class RouterMetrics:
+    """The counters and engine-stat snapshot of one router (thread-safe)."""
+
+    def __init__(self, deployment: str) -> None:
+        self.deployment = deployment
+        self._lock = threading.Lock()
+        self._routed: Counter[tuple[str, RoutingPolicyName]] = Counter()
+        self._decisions: Counter[tuple[RoutingPolicyName, RoutingDecision]] = Counter()
+        self._engine: dict[str, EngineStats] = {}
+
+    def count_routed(self, replica_id: str, policy: RoutingPolicyName, decision: RoutingDecision) -> None:
+        """One generation request was sent to ``replica_id``."""
+        with self._lock:
+            self._routed[(replica_id, policy)] += 1
+            self._decisions[(policy, decision)] += 1
+
+    def set_replicas(self, engine_stats: Mapping[str, EngineStats | None]) -> None:
+        """The live replicas and their latest stats (``None`` = not polled yet)."""
+        with self._lock:
+            self._engine = {rid: stats for rid, stats in engine_stats.items() if stats is not None}
+            for key in [key for key in self._routed if key[0] not in engine_stats]:
+                del self._routed[key]
+
+    def snapshot(self) -> RouterMetricsSnapshot:
+        with self._lock:
+            return RouterMetricsSnapshot(
+                self.deployment, dict(self._routed), dict(self._decisions), dict(self._engine)
+            )
+
+
+class RoutingMetricsCollector:
+    """A Prometheus collector merging the :class:`RouterMetrics` of every router of a process.
+
+    Routers of the same deployment add up (their counters are summed; engine
+    stats are the same replicas' and the last one wins). A router's series go
+    away with the router (sources are held weakly).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sources: weakref.WeakSet[RouterMetrics] = weakref.WeakSet()
+
+    def attach(self, source: RouterMetrics) -> None:
+        with self._lock:
+            self._sources.add(source)
+
+    def describe(self) -> list[Metric]:
+        """The families this collector owns (lets the registry catch name clashes)."""
+        return list(_families([]))
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            sources = list(self._sources)
+        yield from _families([source.snapshot() for source in sources])
+
+
+def _families(snapshots: list[RouterMetricsSnapshot]) -> Iterator[Metric]:
+    routed: Counter[tuple[str, str, str]] = Counter()
+    decisions: Counter[tuple[str, str, str]] = Counter()
+    engine: dict[tuple[str, str], EngineStats] = {}
+    deployments: set[str] = set()
+    for snap in snapshots:
+        deployments.add(snap.deployment)
+        for (replica, policy), n in snap.routed.items():
+            routed[(snap.deployment, replica, str(policy))] += n
+        for (policy, decision), n in snap.decisions.items():
+            decisions[(snap.deployment, str(policy), str(decision))] += n
+        for replica, stats in snap.engine.items():
+            engine[(snap.deployment, replica)] = stats
+
+    family = CounterMetricFamily(ROUTED, "Generation requests routed to each engine replica.",
+                                 labels=["deployment", "replica", "policy"])
+    for labels, n in sorted(routed.items()):
+        family.add_metric(list(labels), n)
+    yield family
+
+    family = CounterMetricFamily(DECISIONS, "Routing decisions by policy and outcome.",
+                                 labels=["deployment", "policy", "decision"])
+    for labels, n in sorted(decisions.items()):
+        family.add_metric(list(labels), n)
+    yield family
+
+    for spec in _ENGINE_FAMILIES:
+        kind = CounterMetricFamily if spec.counter else GaugeMetricFamily
+        family = kind(spec.name, spec.doc, labels=["deployment", "replica"])
+        for (deployment, replica), stats in sorted(engine.items()):
+            family.add_metric([deployment, replica], getattr(stats, spec.stat))
+        yield family
+
+    depth = GaugeMetricFamily(QUEUE_DEPTH, "Engine waiting + running requests over the deployment.",
+                              labels=["deployment"])
+    for deployment in sorted(deployments):
+        total = sum(s.queue_depth for (d, _), s in engine.items() if d == deployment)
+        depth.add_metric([deployment], total)
+    yield depth
+
+
+_COLLECTORS: weakref.WeakKeyDictionary[CollectorRegistry, RoutingMetricsCollector] = (
+    weakref.WeakKeyDictionary()
+)
+_COLLECTORS_LOCK = threading.Lock()
+
+
+def routing_collector(registry: CollectorRegistry | None = None) -> RoutingMetricsCollector:
+    """The registry's routing collector, created and registered on first use.
+
+    ``None`` means prometheus_client's default registry (what the gateway serves).
+
+    Calling it again with the same registry returns the same collector, so any
+    number of routers share it and registering never raises a duplicate error.
+    """
+    if registry is None:
+        registry = REGISTRY
+    with _COLLECTORS_LOCK:
+        collector = _COLLECTORS.get(registry)
+        if collector is None:
+            collector = RoutingMetricsCollector()
+            registry.register(collector)
+            _COLLECTORS[registry] = collector
+        return collector

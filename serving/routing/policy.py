@@ -1,0 +1,120 @@
+"""The one protocol every routing policy speaks, and the plain values it speaks in.
+
+A policy is pure: it never imports Ray. It receives a :class:`RoutingRequest`
+and the live replicas as :class:`ReplicaLoad` values, and answers with a
+:class:`Ranking` (replica ids, most preferred first, plus the decision it took,
+for metrics). The Ray Serve adapter (:mod:`serving.routing.serve_router`) turns
+Serve's objects into these values and the ranking back into Serve ranks.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Self
+
+from serving.config.stack import RoutingPolicyName, RoutingSpec
+from serving.engine.protocol import EngineStats
+
+
+class RoutingDecision(enum.StrEnum):
+    """Why a policy ranked the replicas as it did (the ``decision`` metric label)."""
+
+    PREFIX_HIT = "prefix_hit"
+    """A replica holds a prefix of the prompt and is not overloaded: it goes first."""
+    PREFIX_FALLBACK_IMBALANCE = "prefix_fallback_imbalance"
+    """A replica holds the prefix but is too loaded: least-loaded instead."""
+    PREFIX_MISS = "prefix_miss"
+    """No replica is known to hold a full block of the prompt: least-loaded."""
+    SESSION_HIT = "session_hit"
+    """The session goes to the replica it went to last time."""
+    SESSION_NEW = "session_new"
+    """A session this router has not seen (or has forgotten)."""
+    SESSION_MOVED = "session_moved"
+    """A known session whose replica changed (its replica left, or one joined)."""
+    LEAST_LOADED = "least_loaded"
+    ROUND_ROBIN = "round_robin"
+
+
+@dataclass(frozen=True)
+class RoutingRequest:
+    """What a policy may look at in a request."""
+
+    request_id: str
+    prompt_token_ids: tuple[int, ...] = ()
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplicaLoad:
+    """One live replica and what is known about its load.
+
+    Three sources, each a lower bound on the replica's current load:
+    ``engine`` (waiting + running from the replica's last stats poll, about one
+    period stale, but counting every gateway's requests), ``assigned`` (requests
+    this router has assigned to the replica and not seen finish: live, and
+    counting requests chosen but not yet sent, which closes the cold-start herd
+    window), and ``serve_queue_len`` (Serve's cached ongoing-request count for
+    the replica, refreshed on every send and rejection reply). :attr:`load` is
+    their maximum.
+    """
+
+    replica_id: str
+    engine: EngineStats | None = None
+    assigned: int = 0
+    serve_queue_len: int | None = None
+
+    @property
+    def load(self) -> int:
+        engine_depth = self.engine.queue_depth if self.engine is not None else 0
+        return max(engine_depth, self.assigned, self.serve_queue_len or 0)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A policy's answer: every replica id it would use, most preferred first."""
+
+    order: tuple[str, ...]
+    decision: RoutingDecision
+
+
+class RoutingPolicy(abc.ABC):
+    """Base of every routing policy: one async ``rank`` plus two optional hooks.
+
+    Policies are driven from a single event loop (the router's); they need no
+    locks. Subclasses set :attr:`name` and are registered in
+    :mod:`serving.routing.registry`.
+    """
+
+    name: ClassVar[RoutingPolicyName]
+
+    @classmethod
+    @abc.abstractmethod
+    def from_spec(cls, spec: RoutingSpec, *, rng: random.Random | None = None) -> Self:
+        """The policy configured from ``spec`` (``rng`` seeds random choices, for tests)."""
+
+    @abc.abstractmethod
+    async def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
+        """Order ``replicas`` for ``request`` (an empty ``replicas`` gives an empty order)."""
+
+    def on_routed(self, request: RoutingRequest, replica_id: str) -> None:
+        """Serve sent ``request`` to ``replica_id`` (not always the first ranked)."""
+
+    def on_replicas_changed(self, replica_ids: frozenset[str]) -> None:
+        """The set of live replicas changed; forget state about replicas that left."""
+
+
+def engine_stats_from_routing_stats(routing_stats: Mapping[str, object]) -> EngineStats | None:
+    """Convert a replica's ``routing_stats`` (``EngineStats.to_dict()``) at the boundary.
+
+    ``None`` before the first poll (``{}``) or when the dict is not engine stats.
+    """
+    if not routing_stats:
+        return None
+    try:
+        return EngineStats.from_dict(dict(routing_stats))
+    except (TypeError, ValueError):
+        return None

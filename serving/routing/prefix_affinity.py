@@ -1,0 +1,91 @@
+"""``prefix-affinity``: send a prompt to the replica that already holds its longest prefix.
+
+For each request:
+
+1. hash the prompt's full blocks (:func:`~serving.routing.prefix_index.block_hashes`);
+2. find the live replicas holding the longest indexed prefix, and the least
+   loaded of them;
+3. if its load exceeds the lowest load of any replica by more than
+   ``imbalance_threshold``, fall back to least-loaded (``prefix_fallback_imbalance``);
+   with no match at all, least-loaded too (``prefix_miss``); otherwise it goes
+   first (``prefix_hit``);
+4. record the first-ranked replica for every block of the prompt *now*, at
+   decision time, not when the response comes back.
+
+Step 4 plus the router counting chosen-but-unfinished requests in
+:attr:`ReplicaLoad.assigned` is what defuses the cold-start herd: of many
+concurrent first requests sharing a prefix, the first records the prefix, the
+next ones follow it while the load gap stays within the threshold, and past it
+they spill to another replica, which then also holds the prefix. A hot prefix so
+ends up on several replicas instead of flooding one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Self
+
+from serving.config.stack import RoutingPolicyName, RoutingSpec
+from serving.routing.least_loaded import min_load, power_of_two_order
+from serving.routing.policy import Ranking, ReplicaLoad, RoutingDecision, RoutingPolicy, RoutingRequest
+from serving.routing.prefix_index import PrefixIndex, block_hashes
+
+
+class PrefixAffinityPolicy(RoutingPolicy):
+    """Longest-prefix affinity on KV-block hashes, bounded by a load threshold."""
+
+    name = RoutingPolicyName.PREFIX_AFFINITY
+
+    def __init__(
+        self,
+        *,
+        block_tokens: int,
+        imbalance_threshold: int,
+        max_blocks: int,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._block_tokens = block_tokens
+        self._imbalance_threshold = imbalance_threshold
+        self._index = PrefixIndex(max_blocks)
+        self._rng = rng or random.Random()
+
+    @classmethod
+    def from_spec(cls, spec: RoutingSpec, *, rng: random.Random | None = None) -> Self:
+        return cls(
+            block_tokens=spec.prefix_block_tokens,
+            imbalance_threshold=spec.imbalance_threshold,
+            max_blocks=spec.max_prefix_blocks,
+            rng=rng,
+        )
+
+    @property
+    def index(self) -> PrefixIndex:
+        """The block index (read it; record through routing)."""
+        return self._index
+
+    async def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
+        if not replicas:
+            return Ranking((), RoutingDecision.PREFIX_MISS)
+        hashes = block_hashes(request.prompt_token_ids, self._block_tokens)
+        by_id = {r.replica_id: r for r in replicas}
+        match = self._index.longest_match(hashes, by_id)
+        fallback = power_of_two_order(replicas, self._rng)
+        if not match.holders:
+            ranking = Ranking(fallback, RoutingDecision.PREFIX_MISS)
+        else:
+            holder = min(sorted(match.holders), key=lambda replica_id: by_id[replica_id].load)
+            if by_id[holder].load - min_load(replicas) > self._imbalance_threshold:
+                ranking = Ranking(fallback, RoutingDecision.PREFIX_FALLBACK_IMBALANCE)
+            else:
+                rest = tuple(replica_id for replica_id in fallback if replica_id != holder)
+                ranking = Ranking((holder,) + rest, RoutingDecision.PREFIX_HIT)
+        self._index.record(hashes, ranking.order[0])
+        return ranking
+
+    def on_routed(self, request: RoutingRequest, replica_id: str) -> None:
+        # Serve may have sent it past the first rank (that replica was full).
+        self._index.record(block_hashes(request.prompt_token_ids, self._block_tokens), replica_id)
+
+    def on_replicas_changed(self, replica_ids: frozenset[str]) -> None:
+        self._index.retain(replica_ids)

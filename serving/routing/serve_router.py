@@ -1,0 +1,187 @@
+"""The Ray Serve adapter: serveout's routing policies as a Serve request router.
+
+The app builder attaches it to the engine deployment with one call::
+
+    deployment.options(request_router_config=request_router_config(
+        config.routing, deployment_label="engine"))
+
+Serve then builds one :class:`ServeoutRequestRouter` per deployment handle in
+the process that holds the handle (the gateway), calls
+``initialize_state(**request_router_kwargs)``, and asks ``choose_replicas`` for
+ranks of replicas for each request. This module only converts between Serve's
+objects and the pure types of :mod:`serving.routing` and wires Serve's hooks to
+:class:`~serving.routing.core.RoutingCore`; no routing decision is made here.
+
+Notes on Serve 2.60's router (``ray/serve/_private/request_router``):
+
+- Ranks are returned as singletons in the policy's order, so the policy's load
+  view decides; Serve moves to the next rank only when a replica is full
+  (``max_ongoing_requests``).
+- No ``FIFOMixin``: it hands the replica chosen for one request to the oldest
+  pending request, which would apply one prompt's prefix (or session) decision
+  to another. The base class fulfils exactly the request the replica was chosen for.
+- ``should_backoff`` is set on every request, or Serve retries without sleeping
+  while every replica is full.
+- Serve pickles this module *by value* into the gateway, with every global its
+  code reads: keep module-level objects out of it (a lock cannot be pickled;
+  the metrics table and the default registry live in :mod:`serving.routing.metrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from prometheus_client.registry import CollectorRegistry
+from ray.serve.config import RequestRouterConfig
+from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
+
+from serving.config.stack import RoutingSpec
+from serving.engine.protocol import GenerationRequest
+from serving.errors import ServeoutError
+from serving.routing.core import Candidate, RoutingCore
+from serving.routing.metrics import RouterMetrics, routing_collector
+from serving.routing.policy import RoutingRequest, engine_stats_from_routing_stats
+from serving.routing.registry import build_policy, parse_routing_spec
+
+log = logging.getLogger("serveout.routing")
+
+GENERATE_METHOD = "generate"
+"""The engine deployment's generation method; other methods are control calls."""
+
+
+def request_router_config(spec: RoutingSpec, *, deployment_label: str) -> RequestRouterConfig:
+    """The engine deployment's ``request_router_config``: this router, ``spec``, its stats period.
+
+    ``deployment_label`` is the ``deployment`` label of the routing metrics.
+    """
+    return RequestRouterConfig(
+        request_router_class=ServeoutRequestRouter,
+        request_router_kwargs={
+            "spec": spec.model_dump(mode="json"),
+            "deployment_label": deployment_label,
+        },
+        request_routing_stats_period_s=spec.stats_period_s,
+    )
+
+
+class ServeoutRequestRouter(RequestRouter):
+    """Routes engine requests with the policy named in the :class:`RoutingSpec`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._core: RoutingCore | None = None
+
+    def initialize_state(
+        self,
+        spec: Mapping[str, Any] | None = None,
+        deployment_label: str | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        """Build the policy from ``request_router_kwargs`` (see :func:`request_router_config`).
+
+        ``registry`` is the Prometheus registry for the metrics: the default
+        registry in production (Serve passes only JSON data), a fresh one in tests.
+        """
+        routing_spec = parse_routing_spec(spec) if spec is not None else RoutingSpec()
+        metrics = RouterMetrics(deployment_label or self._deployment_id.name)
+        routing_collector(registry).attach(metrics)
+        self._core = RoutingCore(build_policy(routing_spec), metrics)
+        log.info("routing %s with %s", metrics.deployment, routing_spec.policy)
+        if self._replicas_list:
+            self._sync_core(self._replicas_list)
+
+    @property
+    def routing(self) -> RoutingCore:
+        """The pure routing state (policy, live assignments, metrics)."""
+        if self._core is None:
+            raise ServeoutError("ServeoutRequestRouter used before initialize_state")
+        return self._core
+
+    def update_replicas(self, replicas: list[RunningReplica]) -> None:
+        super().update_replicas(replicas)
+        if self._core is not None:
+            self._sync_core(replicas)
+
+    def on_replica_actor_died(self, replica_id: ReplicaID) -> None:
+        super().on_replica_actor_died(replica_id)
+        if self._core is not None:
+            self._sync_core(self._replicas_list)
+
+    def _sync_core(self, replicas: list[RunningReplica]) -> None:
+        self.routing.update_replicas(
+            {r.replica_id.unique_id: engine_stats_from_routing_stats(r.routing_stats) for r in replicas}
+        )
+
+    async def choose_replicas(
+        self,
+        candidate_replicas: list[RunningReplica],
+        pending_request: PendingRequest | None = None,
+    ) -> list[list[RunningReplica]]:
+        if not candidate_replicas:
+            return []
+        if pending_request is None:
+            return [list(candidate_replicas)]  # Serve picks the least loaded
+        pending_request.routing_context.should_backoff = True
+        by_id = {r.replica_id.unique_id: r for r in candidate_replicas}
+        candidates = [
+            Candidate(replica_id, self.replica_queue_len_cache.get(replica.replica_id))
+            for replica_id, replica in by_id.items()
+        ]
+        request = routing_request(pending_request)
+        watch_cancel = not self.routing.is_tracking(request.request_id)
+        try:
+            order = await self.routing.choose(
+                request, candidates, generation=is_generation(pending_request)
+            )
+        except Exception:  # a policy bug must not strand the request in Serve's queue
+            log.exception("routing policy failed; letting Serve pick")
+            return [list(candidate_replicas)]
+        if watch_cancel and order:
+            pending_request.future.add_done_callback(partial(self._on_pending_done, request.request_id))
+        return [[by_id[replica_id]] for replica_id in order if replica_id in by_id]
+
+    def _on_pending_done(self, request_id: str, future: asyncio.Future) -> None:
+        if future.cancelled():  # given up before Serve sent it: no completion will follow
+            self.routing.on_finished(request_id)
+
+    def on_request_routed(
+        self, pending_request: PendingRequest, replica_id: ReplicaID, result: Any
+    ) -> None:
+        try:
+            self.routing.on_routed(routing_request(pending_request), replica_id.unique_id)
+        except Exception:  # never fail a request that was already sent
+            log.exception("routing bookkeeping failed after routing")
+
+    def on_request_completed(self, replica_id: ReplicaID, internal_request_id: str) -> None:
+        self.routing.on_finished(internal_request_id)
+
+
+def is_generation(pending_request: PendingRequest) -> bool:
+    """Whether the call is the engine's ``generate`` (the rest are control calls)."""
+    return pending_request.metadata.call_method == GENERATE_METHOD
+
+
+def routing_request(pending_request: PendingRequest) -> RoutingRequest:
+    """The policy's view of a pending Serve request.
+
+    Prompt tokens come from the ``GenerationRequest`` argument of ``generate``;
+    the session id from it, else from the handle's ``session_id`` option.
+    """
+    metadata = pending_request.metadata
+    generation = _generation_request(pending_request)
+    tokens = generation.prompt_token_ids if generation is not None else ()
+    session_id = (generation.session_id if generation is not None else None) or metadata.session_id
+    return RoutingRequest(metadata.internal_request_id, tuple(tokens), session_id or None)
+
+
+def _generation_request(pending_request: PendingRequest) -> GenerationRequest | None:
+    if not is_generation(pending_request):
+        return None
+    for value in (*pending_request.args, *pending_request.kwargs.values()):
+        if isinstance(value, GenerationRequest):
+            return value
+    return None

@@ -1,0 +1,86 @@
+"""The real stack, started once per session: a local Ray cluster with Serve, and the
+serveout app (vLLM CPU engine replicas + gateway) on the default model.
+
+Tests ask for a configuration with ``stack.ensure(...)``; the app is redeployed only
+when the configuration changes (each redeploy restarts the engines: ~1-2 min here),
+so test modules that share a configuration run back to back (see ``pytest_collection_modifyitems``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serving.config.loading import build_stack_config
+from serving.config.model_spec import ModelCatalog
+from serving.config.stack import StackConfig
+from serving.local_cluster import ClusterOptions, LocalCluster
+from serving.model_store import ModelStore
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "smollm2-135m-instruct"
+PORT = int(os.environ.get("SERVEOUT_TEST_PORT", "8000"))
+
+# The base configuration most integration tests share: two replicas (one core each).
+BASE = {"replicas": {"num_replicas": 2}, "gateway": {"max_in_flight": 24, "port": PORT}}
+
+
+class Stack:
+    """The running app; ``ensure(overrides)`` redeploys only when they differ."""
+
+    def __init__(self, cluster: LocalCluster, catalog: ModelCatalog, store: ModelStore) -> None:
+        self.cluster, self.catalog, self.store = cluster, catalog, store
+        self.config: StackConfig | None = None
+        self.url = cluster.url
+
+    def build(self, data: dict) -> StackConfig:
+        return build_stack_config(data, catalog=self.catalog, resolve_path=self.store.require)
+
+    def ensure(self, data: dict | None = None) -> StackConfig:
+        config = self.build(data or BASE)
+        if config != self.config:
+            self.config = None
+            self.cluster.deploy(config, timeout_s=900)
+            self.config = config
+        return config
+
+    def metrics_text(self) -> str:
+        return httpx.get(f"{self.url}/metrics", timeout=10).text
+
+
+def pytest_collection_modifyitems(items):
+    """Run integration modules in the order that minimises redeploys."""
+    order = {name: i for i, name in enumerate([
+        "test_api", "test_errors", "test_disconnect", "test_overload", "test_loadtest",
+        "test_routing", "test_autoscaling", "test_sweep",
+    ])}
+    items.sort(key=lambda item: order.get(Path(str(item.fspath)).stem, 99) if "integration" in str(item.fspath) else -1)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    options = ClusterOptions(http_port=PORT, log_to_driver=os.environ.get("SERVEOUT_TEST_LOGS") == "1")
+    with LocalCluster(options) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def stack(cluster) -> Stack:
+    catalog = ModelCatalog(REPO / "models")
+    return Stack(cluster, catalog, ModelStore(catalog))
+
+
+@pytest.fixture(scope="module")
+def base_stack(stack) -> Stack:
+    stack.ensure(BASE)
+    return stack
+
+
+@pytest.fixture(scope="module")
+def openai_client(base_stack):
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{base_stack.url}/v1", api_key="unused", timeout=120, max_retries=0)

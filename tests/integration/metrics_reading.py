@@ -1,0 +1,33 @@
+"""Reading the gateway's /metrics in tests (prometheus_client's own parser)."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def samples(url: str, name: str) -> dict[tuple, float]:
+    """``{sorted label items: value}`` for every sample called ``name``."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name:
+                out[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def by_label(url: str, name: str, label: str) -> dict[str, float]:
+    return {dict(k)[label]: v for k, v in samples(url, name).items()}
+
+
+def wait_until(predicate, *, timeout_s: float, period_s: float = 0.5):
+    """Poll ``predicate`` until it returns a truthy value; return it (or the last falsy one)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(period_s)

@@ -1,0 +1,94 @@
+"""Client mistakes get OpenAI-style errors with the right status: never a 500, never a hang."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from tests.integration.conftest import MODEL
+
+pytestmark = pytest.mark.integration
+
+CHAT = "/v1/chat/completions"
+
+
+def post(stack, path, **kwargs):
+    return httpx.post(f"{stack.url}{path}", timeout=30, **kwargs)
+
+
+def error_of(response, status):
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["message"]
+    return error
+
+
+def test_malformed_json_is_400(base_stack):
+    error = error_of(post(base_stack, CHAT, content=b'{"model": ', headers={"content-type": "application/json"}), 400)
+    assert error["type"] == "invalid_request_error"
+    assert "JSON" in error["message"]
+
+
+def test_wrong_types_are_400_naming_the_field(base_stack):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": "lots"}
+    assert error_of(post(base_stack, CHAT, json=body), 400)["param"] == "max_tokens"
+
+
+def test_missing_messages_is_400(base_stack):
+    assert error_of(post(base_stack, CHAT, json={"model": MODEL}), 400)["param"] == "messages"
+
+
+def test_body_that_is_not_an_object_is_400(base_stack):
+    error_of(post(base_stack, CHAT, json=[1, 2, 3]), 400)
+
+
+def test_unknown_model_is_404(base_stack):
+    body = {"model": "gpt-17", "messages": [{"role": "user", "content": "hi"}]}
+    error = error_of(post(base_stack, CHAT, json=body), 404)
+    assert error["code"] == "model_not_found" and error["param"] == "model"
+
+
+def test_over_long_prompt_is_400_before_any_replica(base_stack):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "word " * 3000}], "max_tokens": 10}
+    error = error_of(post(base_stack, CHAT, json=body), 400)
+    assert error["code"] == "context_length_exceeded"
+    assert "2048" in error["message"]
+
+
+def test_prompt_plus_max_tokens_over_context_is_400(base_stack):
+    body = {"model": MODEL, "prompt": "hello", "max_tokens": 4096}
+    assert error_of(post(base_stack, "/v1/completions", json=body), 400)["code"] == "context_length_exceeded"
+
+
+def test_body_too_large_is_413(base_stack):
+    body = b'{"model": "x", "prompt": "' + b"a" * 2_000_000 + b'"}'
+    error = error_of(post(base_stack, "/v1/completions", content=body, headers={"content-type": "application/json"}), 413)
+    assert error["code"] == "request_too_large"
+
+
+def test_unsupported_parameter_is_400(base_stack):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "logprobs": True}
+    assert error_of(post(base_stack, CHAT, json=body), 400)["param"] == "logprobs"
+
+
+def test_detokenize_out_of_vocabulary_is_400(base_stack):
+    error_of(post(base_stack, "/detokenize", json={"model": MODEL, "tokens": [10**9]}), 400)
+
+
+def test_unknown_route_is_404_in_openai_shape(base_stack):
+    error_of(httpx.get(f"{base_stack.url}/v1/nothing-here"), 404)
+
+
+def test_openai_client_raises_typed_errors(openai_client):
+    with pytest.raises(openai.NotFoundError):
+        openai_client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError):
+        openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], temperature=5)
+
+
+def test_errors_are_counted_by_status(base_stack):
+    post(base_stack, CHAT, json={"model": "gpt-17", "messages": [{"role": "user", "content": "hi"}]})
+    text = base_stack.metrics_text()
+    assert 'serveout_requests_total{endpoint="chat",model="unknown",status="404"}' in text

@@ -1,0 +1,98 @@
+"""GatewayService logic with a FAKE engine client (no vLLM, no Ray): admission,
+deadlines, cleanup. The real engine path is covered by tests/integration."""
+
+import asyncio
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from serving.engine.protocol import GenerationChunk, GenerationDelta
+from serving.errors import DeadlineExceededError, NoReplicaError, OverloadedError
+from serving.gateway.admission import AdmissionController
+from serving.gateway.metrics import GatewayMetrics
+from serving.gateway.replica_status import ReplicaCounts
+from serving.gateway.schemas import ChatCompletionRequest
+from serving.gateway.service import EventStream, GatewayService, ServedModel
+
+MODEL = "smollm2-135m-instruct"
+
+
+class FakeEngineClient:
+    """Yields ``words`` one per chunk, ``delay_s`` apart; records closes."""
+
+    def __init__(self, words=("a", "b", "c"), delay_s=0.0):
+        self.words, self.delay_s = words, delay_s
+        self.closed = 0
+
+    async def stream(self, request):
+        try:
+            for i, word in enumerate(self.words):
+                await asyncio.sleep(self.delay_s)
+                last = i == len(self.words) - 1
+                yield GenerationChunk((GenerationDelta(0, word, 1, "stop" if last else None),),
+                                      "fake", len(request.prompt_token_ids), i + 1, last)
+        finally:
+            self.closed += 1
+
+
+def service(tokenizer, engine, *, limit=4, timeout_s=5.0, replicas=ReplicaCounts(ready=1), from_zero=False):
+    served = ServedModel(MODEL, 2048, tokenizer, engine, AdmissionController(limit),
+                         replicas=lambda: replicas, scales_from_zero=from_zero)
+    return GatewayService([served], GatewayMetrics(CollectorRegistry()), request_timeout_s=timeout_s)
+
+
+def body(**fields):
+    return ChatCompletionRequest.model_validate(
+        {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, **fields})
+
+
+def test_whole_response_and_slot_released(tokenizer):
+    engine = FakeEngineClient()
+    svc = service(tokenizer, engine)
+    result = asyncio.run(svc.complete(body()))
+    assert result["choices"][0]["message"]["content"] == "abc"
+    assert result["usage"]["completion_tokens"] == 3
+    assert svc.models[MODEL].admission.in_flight == 0 and engine.closed == 1
+
+
+def test_stream_releases_the_slot_when_closed_before_it_started(tokenizer):
+    engine = FakeEngineClient()
+    svc = service(tokenizer, engine)
+
+    async def run():
+        stream = await svc.complete(body(stream=True))
+        assert isinstance(stream, EventStream)
+        assert svc.models[MODEL].admission.in_flight == 1
+        await stream.close()  # the client left before the first byte was sent
+
+    asyncio.run(run())
+    assert svc.models[MODEL].admission.in_flight == 0 and engine.closed == 1
+
+
+def test_admission_limit_gives_overloaded(tokenizer):
+    svc = service(tokenizer, FakeEngineClient(delay_s=0.2), limit=1)
+
+    async def run():
+        first = asyncio.create_task(svc.complete(body()))
+        await asyncio.sleep(0.05)
+        with pytest.raises(OverloadedError):
+            await svc.complete(body())
+        await first
+
+    asyncio.run(run())
+
+
+def test_deadline_cancels_the_engine_stream(tokenizer):
+    engine = FakeEngineClient(delay_s=1.0)
+    svc = service(tokenizer, engine, timeout_s=0.1)
+    with pytest.raises(DeadlineExceededError):
+        asyncio.run(svc.complete(body()))
+    assert engine.closed == 1 and svc.models[MODEL].admission.in_flight == 0
+
+
+def test_no_replica_and_none_starting_is_503_unless_scaling_from_zero(tokenizer):
+    none = ReplicaCounts(ready=0, starting=0)
+    with pytest.raises(NoReplicaError):
+        asyncio.run(service(tokenizer, FakeEngineClient(), replicas=none).complete(body()))
+    result = asyncio.run(service(tokenizer, FakeEngineClient(), replicas=none, from_zero=True).complete(body()))
+    assert result["choices"][0]["message"]["content"] == "abc"

@@ -1,0 +1,69 @@
+import json
+
+from serving.engine.protocol import GenerationChunk, GenerationDelta
+from serving.gateway.openai_format import (
+    SSE_DONE,
+    ChatFormat,
+    CompletionFormat,
+    ResponseAssembler,
+    ResponseHeader,
+    StreamEncoder,
+)
+
+HEADER = ResponseHeader(id="chatcmpl-1", model="m", created=1)
+
+
+def chunk(*deltas, prompt=5, completion=0):
+    return GenerationChunk(deltas=tuple(deltas), replica_id="r", prompt_tokens=prompt, completion_tokens=completion)
+
+
+def events(strings):
+    out = []
+    for s in strings:
+        assert s.startswith("data: ") and s.endswith("\n\n")
+        out.append(s[6:-2] if s == SSE_DONE else json.loads(s[6:-2]))
+    return out
+
+
+def test_assembler_joins_text_per_choice_and_reports_usage():
+    a = ResponseAssembler(ChatFormat(), HEADER, n=2)
+    a.add(chunk(GenerationDelta(0, "Hel", 1), GenerationDelta(1, "Yo", 1), completion=2))
+    a.add(chunk(GenerationDelta(0, "lo", 1, "stop"), GenerationDelta(1, "!", 1, "length"), completion=4))
+    r = a.response()
+    assert r["object"] == "chat.completion"
+    assert [c["message"]["content"] for c in r["choices"]] == ["Hello", "Yo!"]
+    assert [c["finish_reason"] for c in r["choices"]] == ["stop", "length"]
+    assert r["usage"] == {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+
+
+def test_chat_stream_role_first_then_content_then_finish_usage_done():
+    enc = StreamEncoder(ChatFormat(), HEADER, n=1, include_usage=True)
+    out = enc.encode(chunk(GenerationDelta(0, "Hi", 1), completion=1))
+    out += enc.encode(chunk(GenerationDelta(0, "", 0), completion=1))  # empty delta: dropped
+    out += enc.encode(chunk(GenerationDelta(0, " there", 1, "stop"), completion=2))
+    out += enc.finish()
+    ev = events(out)
+    assert ev[0]["choices"][0]["delta"] == {"role": "assistant", "content": "Hi"}
+    assert ev[1]["choices"][0] == {"index": 0, "delta": {"content": " there"}, "logprobs": None, "finish_reason": "stop"}
+    assert ev[2]["choices"] == [] and ev[2]["usage"]["completion_tokens"] == 2
+    assert ev[0]["usage"] is None
+    assert ev[3] == "[DONE]" and len(ev) == 4
+
+
+def test_stream_without_usage_has_no_usage_key():
+    enc = StreamEncoder(ChatFormat(), HEADER, n=1, include_usage=False)
+    ev = events(enc.encode(chunk(GenerationDelta(0, "a", 1, "stop"))) + enc.finish())
+    assert "usage" not in ev[0] and ev[-1] == "[DONE]" and len(ev) == 2
+
+
+def test_completion_stream_uses_text_completion_objects():
+    enc = StreamEncoder(CompletionFormat(), HEADER, n=1, include_usage=False)
+    ev = events(enc.encode(chunk(GenerationDelta(0, "abc", 1, "length"))))
+    assert ev[0]["object"] == "text_completion"
+    assert ev[0]["choices"][0] == {"index": 0, "text": "abc", "logprobs": None, "finish_reason": "length"}
+
+
+def test_abort_is_never_shown_as_a_finish_reason():
+    a = ResponseAssembler(CompletionFormat(), HEADER, n=1)
+    a.add(chunk(GenerationDelta(0, "x", 1, "abort")))
+    assert a.response()["choices"][0]["finish_reason"] == "stop"

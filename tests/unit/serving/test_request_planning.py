@@ -1,0 +1,107 @@
+import pytest
+from pydantic import ValidationError
+
+from serving.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError
+from serving.gateway.request_planning import plan_max_tokens, plan_request
+from serving.gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
+
+MODEL = "smollm2-135m-instruct"
+
+
+def chat(**fields):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], **fields}
+    return ChatCompletionRequest.model_validate(body)
+
+
+def plan(body, tokenizer, max_model_len=2048):
+    return plan_request(body, tokenizer=tokenizer, served_model=MODEL, max_model_len=max_model_len,
+                        request_id="r1")
+
+
+def test_chat_template_is_applied_with_generation_prompt(tokenizer):
+    text = tokenizer.chat_text([ChatMessage(role="user", content="Hello there")])
+    assert "<|im_start|>user\nHello there<|im_end|>" in text
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_chat_tokens_match_the_template_text(tokenizer):
+    messages = [ChatMessage(role="user", content="Hello there")]
+    ids = tokenizer.encode_chat(messages)
+    assert tokenizer.decode(ids) == tokenizer.chat_text(messages)
+
+
+def test_text_parts_are_joined(tokenizer):
+    parts = ChatMessage(role="user", content=[{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}])
+    assert tokenizer.chat_text([parts]) == tokenizer.chat_text([ChatMessage(role="user", content="Hello")])
+
+
+def test_sampling_fields_flow_into_the_request(tokenizer):
+    request = plan(chat(max_tokens=7, temperature=0, top_p=0.5, n=2, stop=["\n", "END"], seed=3), tokenizer)
+    s = request.sampling
+    assert (s.max_tokens, s.temperature, s.top_p, s.n, s.stop, s.seed) == (7, 0, 0.5, 2, ("\n", "END"), 3)
+    assert request.prompt_token_ids == tuple(tokenizer.encode_chat(chat().messages))
+
+
+def test_missing_max_tokens_fills_the_rest_of_the_context(tokenizer):
+    request = plan(chat(), tokenizer, max_model_len=100)
+    assert request.sampling.max_tokens == 100 - len(request.prompt_token_ids)
+
+
+def test_max_completion_tokens_is_honoured(tokenizer):
+    assert plan(chat(max_completion_tokens=5), tokenizer).sampling.max_tokens == 5
+
+
+def test_prompt_plus_max_tokens_over_context_is_refused(tokenizer):
+    with pytest.raises(ContextLengthExceededError) as err:
+        plan(chat(max_tokens=2048), tokenizer)
+    assert err.value.param == "messages"
+    assert "maximum context length is 2048" in err.value.message
+
+
+def test_plan_max_tokens_edges():
+    assert plan_max_tokens(10, 90, 100, prompt_param="prompt") == 90
+    with pytest.raises(ContextLengthExceededError):
+        plan_max_tokens(10, 91, 100, prompt_param="prompt")
+    with pytest.raises(ContextLengthExceededError):
+        plan_max_tokens(100, None, 100, prompt_param="prompt")
+
+
+def test_completion_prompt_as_token_ids(tokenizer):
+    body = CompletionRequest.model_validate({"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 4})
+    assert plan(body, tokenizer).prompt_token_ids == (1, 2, 3)
+
+
+def test_token_ids_outside_the_vocabulary_are_refused(tokenizer):
+    body = CompletionRequest.model_validate({"model": MODEL, "prompt": [10**9]})
+    with pytest.raises(InvalidRequestError, match="vocabulary"):
+        plan(body, tokenizer)
+
+
+def test_unknown_model_is_not_found(tokenizer):
+    with pytest.raises(ModelNotFoundError):
+        plan(chat(model="gpt-4"), tokenizer)
+
+
+def test_unsupported_feature_is_refused_by_name(tokenizer):
+    with pytest.raises(InvalidRequestError) as err:
+        plan(chat(logprobs=True), tokenizer)
+    assert err.value.param == "logprobs"
+
+
+def test_unknown_extra_fields_are_ignored(tokenizer):
+    assert plan(chat(frequency_penalty=0, metadata={"a": "b"}), tokenizer).sampling.max_tokens > 0
+
+
+def test_stream_options_without_stream_is_refused(tokenizer):
+    with pytest.raises(InvalidRequestError, match="stream_options"):
+        plan(chat(stream_options={"include_usage": True}), tokenizer)
+
+
+@pytest.mark.parametrize("fields", [
+    {"temperature": 3}, {"top_p": 0}, {"n": 0}, {"max_tokens": 0}, {"messages": []},
+    {"stop": ["a", "b", "c", "d", "e"]}, {"stop": [""]}, {"messages": [{"role": "robot", "content": "x"}]},
+    {"max_tokens": "many"},
+])
+def test_invalid_values_are_validation_errors(fields):
+    with pytest.raises(ValidationError):
+        chat(**fields)

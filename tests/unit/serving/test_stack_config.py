@@ -1,0 +1,56 @@
+from pathlib import Path
+
+import pytest
+
+from serving.config.loading import build_stack_config, merge
+from serving.config.model_spec import ModelCatalog
+from serving.config.stack import RoutingPolicyName
+from serving.errors import ConfigError
+
+MODELS = Path(__file__).resolve().parents[3] / "models"
+
+
+def build(data):
+    return build_stack_config(data, catalog=ModelCatalog(MODELS), resolve_path=lambda n: Path("/m") / n)
+
+
+def test_defaults_come_from_the_model_spec():
+    config = build({})
+    assert config.model.name == "smollm2-135m-instruct"
+    assert config.model_path == Path("/m/smollm2-135m-instruct")
+    assert config.engine_settings == config.model.engine
+    assert config.max_ongoing_per_replica == config.model.engine.max_num_seqs
+
+
+def test_engine_keys_override_the_spec_and_keep_the_rest():
+    config = build({"engine": {"max_num_seqs": 8}})
+    assert config.engine_settings.max_num_seqs == 8
+    assert config.engine_settings.enforce_eager is config.model.engine.enforce_eager
+
+
+def test_routing_policy_by_name_and_unknown_name_lists_valid_ones():
+    assert build({"routing": {"policy": "prefix-affinity"}}).routing.policy is RoutingPolicyName.PREFIX_AFFINITY
+    with pytest.raises(ConfigError) as err:
+        build({"routing": {"policy": "fastest"}})
+    for name in ("least-loaded", "prefix-affinity", "session", "round-robin"):
+        assert name in str(err.value)
+
+
+def test_autoscaling_bounds_are_checked():
+    with pytest.raises(ConfigError, match="min_replicas"):
+        build({"autoscaling": {"enabled": True, "min_replicas": 3, "max_replicas": 2}})
+
+
+def test_max_replica_count_follows_autoscaling():
+    assert build({"replicas": {"num_replicas": 2}}).max_replica_count == 2
+    scaled = build({"autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 3}})
+    assert scaled.max_replica_count == 3
+
+
+def test_merge_is_deep_and_ignores_none():
+    assert merge({"a": {"b": 1, "c": 2}, "d": 3}, {"a": {"b": 5}, "d": None}) == {"a": {"b": 5, "c": 2}, "d": 3}
+
+
+def test_unknown_top_level_key_is_an_error():
+    with pytest.raises(ConfigError, match="replica"):
+        build({"replica": {"num_replicas": 2}})
