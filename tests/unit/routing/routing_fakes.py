@@ -1,0 +1,27 @@
+"""Helpers shared by the routing unit tests (fakes are named as fakes)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from serving.engine.protocol import EngineStats
+from serving.routing.policy import Ranking, ReplicaLoad, RoutingPolicy, RoutingRequest
+
+
+def loads(**load_by_replica: int) -> list[ReplicaLoad]:
+    """``loads(a=0, b=3)``: replicas whose load is the given engine queue depth."""
+    return [
+        ReplicaLoad(replica_id, engine=EngineStats(replica_id, waiting=load))
+        for replica_id, load in load_by_replica.items()
+    ]
+
+
+def rank(policy: RoutingPolicy, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
+    """Run the async ``rank`` from a synchronous test."""
+    return asyncio.run(policy.rank(request, replicas))
+
+
+def prompt(*blocks: int, block_tokens: int = 4, tail: Sequence[int] = ()) -> tuple[int, ...]:
+    """Token ids made of whole blocks, block ``b`` being ``block_tokens`` copies of ``b``."""
+    return tuple(token for b in blocks for token in [b] * block_tokens) + tuple(tail)
