@@ -10,6 +10,7 @@ from __future__ import annotations
 from ray import serve
 from ray.serve import Application
 
+from serving.autoscaling import autoscaling_config
 from serving.config.stack import StackConfig
 from serving.engine.replica import EngineReplica, engine_runtime_env, placement_bundles
 from serving.gateway.ingress import Gateway
@@ -34,7 +35,10 @@ def engine_deployment_options(config: StackConfig) -> dict:
         health_check_timeout_s=60,
         graceful_shutdown_timeout_s=20,
     )
-    options["num_replicas"] = config.replicas.num_replicas
+    if config.autoscaling.enabled:
+        options["autoscaling_config"] = autoscaling_config(config.autoscaling)
+    else:
+        options["num_replicas"] = config.replicas.num_replicas
     return options
 
 
@@ -43,10 +47,11 @@ def gateway_deployment_options(config: StackConfig) -> dict:
     return dict(
         name=GATEWAY_DEPLOYMENT,
         num_replicas=1,
-        # Serve's own bounds sit above the gateway's admission limit, so overload is
-        # answered by the gateway (429 + OpenAI body), not queued in the proxy.
-        max_ongoing_requests=limit + 64,
-        max_queued_requests=limit,
+        # Serve's own bounds sit well above the gateway's admission limit, so overload
+        # is answered by the gateway (429 + OpenAI body) within milliseconds; the proxy's
+        # bounded queue (503 past it) only absorbs bursts while the gateway answers.
+        max_ongoing_requests=2 * limit + 64,
+        max_queued_requests=max(1024, 8 * limit),
         ray_actor_options={"num_cpus": 0, "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1"}}},
     )
 
@@ -63,3 +68,10 @@ def build_app(config: StackConfig) -> Application:
         .options(**gateway_deployment_options(config))
         .bind(config, engine, ENGINE_DEPLOYMENT)
     )
+
+
+def app_from_args(args: dict) -> Application:
+    """Entry point for declarative deploys (``serve run``/``serve deploy``, KubeRay's
+    ``serveConfigV2``): ``import_path: serving.app_builder:app_from_args`` with the
+    :class:`StackConfig` as plain data in ``args`` (see :mod:`serving.manifests`)."""
+    return build_app(StackConfig.model_validate(args))

@@ -75,10 +75,19 @@ class LocalCluster:
         failure: list[BaseException] = []
 
         def run() -> None:
-            try:
-                serve.run(build_app(config), name=config.app_name, route_prefix="/")
-            except BaseException as exc:  # reported below, in the caller's thread
-                failure.append(exc)
+            for attempt in range(3):
+                try:
+                    serve.run(build_app(config), name=config.app_name, route_prefix="/")
+                    return
+                except ValueError as exc:
+                    # Ray 2.60 race: Serve's handle thread in this process and serve.run
+                    # both (un)register cloudpickle by-value modules; retry on it.
+                    if "pickle by value" not in str(exc) or attempt == 2:
+                        failure.append(exc)
+                        return
+                except BaseException as exc:  # reported below, in the caller's thread
+                    failure.append(exc)
+                    return
 
         runner = threading.Thread(target=run, name="serve-run", daemon=True)
         runner.start()

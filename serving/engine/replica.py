@@ -17,14 +17,13 @@ from pathlib import Path
 
 from ray import serve
 
+from serving.autoscaling import QUEUE_DEPTH_METRIC
 from serving.config.model_spec import AcceleratorKind
 from serving.config.stack import EngineReplicaConfig, StackConfig
 from serving.engine.cpu_binding import apply_binding, plan_binding
 from serving.engine.protocol import EngineStats, GenerationChunk, GenerationRequest
 
 log = logging.getLogger("serveout.engine")
-
-QUEUE_DEPTH_METRIC = "engine_queue_depth"
 
 
 class EngineReplica:

@@ -26,6 +26,7 @@ from serving.gateway.schemas import (
 from serving.gateway.service import EventStream, GatewayService
 
 Body = TypeVar("Body", bound=BaseModel)
+REPLICA_HEADER = "x-serveout-replica"  # which engine replica served the request
 
 
 class _ClosingStreamingResponse(StreamingResponse):
@@ -33,8 +34,8 @@ class _ClosingStreamingResponse(StreamingResponse):
     before the first byte (when the body generator never started)."""
 
     def __init__(self, stream: EventStream) -> None:
-        super().__init__(stream.events, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", REPLICA_HEADER: stream.replica_id}
+        super().__init__(stream.events, media_type="text/event-stream", headers=headers)
         self._on_close = stream.close
 
     async def __call__(self, scope, receive, send) -> None:
@@ -94,7 +95,7 @@ def build_http_app(
         result = await service.complete(body, session_id=request.headers.get("x-session-id"))
         if isinstance(result, EventStream):
             return _ClosingStreamingResponse(result)
-        return JSONResponse(result)
+        return JSONResponse(result.body, headers={REPLICA_HEADER: result.replica_id})
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):

@@ -60,12 +60,21 @@ class ServedModel:
 
 
 @dataclass
+class JsonAnswer:
+    """A whole (non-streamed) answer and the engine replica that produced it."""
+
+    body: dict
+    replica_id: str
+
+
+@dataclass
 class EventStream:
     """A streamed answer: SSE events, and ``close`` to call when the response ends
     for any reason (idempotent; frees the request even if the stream never started)."""
 
     events: AsyncIterator[str]
     close: Callable[[], Awaitable[None]]
+    replica_id: str
 
 
 class GatewayService:
@@ -98,8 +107,8 @@ class GatewayService:
         body: ChatCompletionRequest | CompletionRequest,
         *,
         session_id: str | None = None,
-    ) -> dict | EventStream:
-        """A whole response (dict), or an :class:`EventStream` when ``body.stream`` is set.
+    ) -> JsonAnswer | EventStream:
+        """A whole response, or an :class:`EventStream` when ``body.stream`` is set.
 
         Errors before the first token raise (the caller answers with an HTTP status);
         errors after it become an SSE error event.
@@ -135,10 +144,11 @@ class GatewayService:
             await call.close(exc)
             raise
         if not body.stream:
-            return await call.collect(first, ResponseAssembler(fmt, header, body.n))
+            answer = await call.collect(first, ResponseAssembler(fmt, header, body.n))
+            return JsonAnswer(answer, first.replica_id)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = call.sse(first, StreamEncoder(fmt, header, body.n, include_usage))
-        return EventStream(events, lambda: call.close(asyncio.CancelledError()))
+        return EventStream(events, lambda: call.close(asyncio.CancelledError()), first.replica_id)
 
 
     def _admit(self, served: ServedModel) -> AdmissionTicket:

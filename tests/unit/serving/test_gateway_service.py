@@ -50,8 +50,9 @@ def test_whole_response_and_slot_released(tokenizer):
     engine = FakeEngineClient()
     svc = service(tokenizer, engine)
     result = asyncio.run(svc.complete(body()))
-    assert result["choices"][0]["message"]["content"] == "abc"
-    assert result["usage"]["completion_tokens"] == 3
+    assert result.body["choices"][0]["message"]["content"] == "abc"
+    assert result.body["usage"]["completion_tokens"] == 3
+    assert result.replica_id == "fake"
     assert svc.models[MODEL].admission.in_flight == 0 and engine.closed == 1
 
 
@@ -95,4 +96,4 @@ def test_no_replica_and_none_starting_is_503_unless_scaling_from_zero(tokenizer)
     with pytest.raises(NoReplicaError):
         asyncio.run(service(tokenizer, FakeEngineClient(), replicas=none).complete(body()))
     result = asyncio.run(service(tokenizer, FakeEngineClient(), replicas=none, from_zero=True).complete(body()))
-    assert result["choices"][0]["message"]["content"] == "abc"
+    assert result.body["choices"][0]["message"]["content"] == "abc"

@@ -1,0 +1,94 @@
+"""A small asyncio streaming client for benchmarks: TTFT and tokens/s at fixed concurrency.
+
+Kept deliberately simple (httpx + SSE lines) so that both targets are driven by the
+exact same code; the full load tester lives in :mod:`loadtest`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from dataclasses import dataclass
+
+import httpx
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    ttft_s: float
+    e2e_s: float
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    concurrency: int
+    requests: int
+    ttft_p50_ms: float
+    ttft_p95_ms: float
+    output_tok_s: float
+    wall_s: float
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method)."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+async def stream_one(client: httpx.AsyncClient, url: str, body: dict) -> StreamResult:
+    start = time.perf_counter()
+    ttft = None
+    tokens = 0
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if event.get("usage"):
+                tokens = event["usage"]["completion_tokens"]
+            for choice in event.get("choices", []):
+                if choice.get("delta", {}).get("content") and ttft is None:
+                    ttft = time.perf_counter() - start
+    return StreamResult(ttft or float("nan"), time.perf_counter() - start, tokens)
+
+
+async def run(url: str, model: str, *, concurrency: int, requests: int, output_tokens: int,
+              prompt: str) -> RunFigures:
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": output_tokens, "ignore_eos": True, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}}
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(requests):
+        queue.put_nowait(i)
+    results: list[StreamResult] = []
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            queue.get_nowait()
+            results.append(await stream_one(client, url, body))
+
+    limits = httpx.Limits(max_connections=concurrency * 2)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+        wall = time.perf_counter() - start
+    ttfts = [r.ttft_s * 1000 for r in results]
+    return RunFigures(concurrency, requests, percentile(ttfts, 50), percentile(ttfts, 95),
+                      sum(r.output_tokens for r in results) / wall, wall)
+
+
+async def trivial_latency_ms(url: str, path: str, n: int = 200) -> float:
+    """Median latency of a trivial GET (the HTTP path's own cost)."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            (await client.get(f"{url}{path}")).raise_for_status()
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
