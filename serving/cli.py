@@ -3,6 +3,7 @@
     serving up [--model NAME] [--replicas N] [--routing POLICY] [--host H] [--port P]
     serving status | serving down
     serving models list | serving models prepare NAME
+    serving render --model NAME [--config stack.yaml] --target target.yaml --out DIR
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, rea
 from serving.config.model_spec import ModelCatalog
 from serving.config.stack import RoutingPolicyName, StackConfig
 from serving.errors import ServeoutError
+from serving.manifests import add_render_command
 from serving.model_store import ModelStore, default_home
 from serving.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
 
@@ -230,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     prep = models.add_parser("prepare", help="build a model's local weights folder")
     prep.add_argument("name")
     prep.set_defaults(func=cmd_models_prepare)
+    add_render_command(sub, models_dir=models_dir)
     return parser
 
 

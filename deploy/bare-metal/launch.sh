@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Multi-node serveout on bare VMs, without Kubernetes: one Ray head, N workers, and
+# the Serve config rendered by `serving render` (serve-config.yaml).
+#
+#   launch.sh head                      on the head VM (no engine runs there)
+#   launch.sh worker HEAD_ADDRESS       on each GPU/CPU VM, e.g. 10.0.0.10
+#   launch.sh deploy SERVE_CONFIG       on the head, once the workers joined
+#   launch.sh status                    on the head
+#   launch.sh stop                      on any VM (`ray stop`: every Ray process of this user)
+#
+# Every VM needs the same Python environment (the serveout package with its GPU or CPU
+# dependencies, e.g. the image of deploy/docker/ or requirements/gpu.txt) and the
+# weights at the same path (the rendered model_path, /models/<model> by default: an NFS
+# mount or a copy on each VM). Nothing is downloaded at serve time.
+#
+# UNTESTED on multiple machines (the project's machines are single 2-core boxes that
+# must not start a multi-node Ray cluster). Environment:
+#   RAY           the `ray` executable (default: ray on PATH)
+#   SERVE         the `serve` executable (default: serve on PATH)
+#   GCS_PORT      head GCS port (default 6379)
+#   METRICS_PORT  Ray's Prometheus port on every node (default 8080)
+#   DASHBOARD     dashboard address for `serve deploy` (default http://127.0.0.1:8265)
+set -euo pipefail
+
+RAY="${RAY:-ray}"
+SERVE="${SERVE:-serve}"
+GCS_PORT="${GCS_PORT:-6379}"
+METRICS_PORT="${METRICS_PORT:-8080}"
+DASHBOARD="${DASHBOARD:-http://127.0.0.1:8265}"
+
+# Offline at serve time, for Ray and every process it starts (replicas inherit it).
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_USAGE_STATS_ENABLED=0
+
+usage() {
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+}
+
+cmd="${1:-}"
+case "$cmd" in
+  head)
+    # --num-cpus=0: the head keeps the GCS and the Serve controller; engines go to workers.
+    exec "$RAY" start --head --port="$GCS_PORT" --dashboard-host=0.0.0.0 \
+      --metrics-export-port="$METRICS_PORT" --num-cpus=0 --disable-usage-stats
+    ;;
+  worker)
+    [[ $# -eq 2 ]] || usage
+    # GPUs and CPUs are detected; an engine replica's placement group packs its
+    # tensor-parallel ranks onto one worker.
+    exec "$RAY" start --address="$2:$GCS_PORT" --metrics-export-port="$METRICS_PORT" \
+      --disable-usage-stats
+    ;;
+  deploy)
+    [[ $# -eq 2 && -f "$2" ]] || usage
+    exec "$SERVE" deploy "$2" --address "$DASHBOARD"
+    ;;
+  status)
+    "$RAY" status
+    exec "$SERVE" status --address "$DASHBOARD"
+    ;;
+  stop)
+    exec "$RAY" stop
+    ;;
+  *)
+    usage
+    ;;
+esac

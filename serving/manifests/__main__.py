@@ -1,0 +1,36 @@
+"""``python -m serving.manifests render ...``: the render command on its own.
+
+Same arguments as ``serving render``; models come from ``$SERVEOUT_MODELS_DIR`` or
+the repository's ``models/`` folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from serving.errors import ServeoutError
+from serving.manifests.command import add_render_command
+
+REPO_MODELS = Path(__file__).resolve().parents[2] / "models"
+
+
+def models_dir() -> Path:
+    return Path(os.environ.get("SERVEOUT_MODELS_DIR", REPO_MODELS))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m serving.manifests")
+    add_render_command(parser.add_subparsers(dest="command", required=True), models_dir=models_dir)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ServeoutError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

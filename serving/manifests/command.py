@@ -1,0 +1,70 @@
+"""``serving render``: a stack file + a cluster target -> manifests in a folder.
+
+    serving render --model NAME [--config stack.yaml] --target target.yaml --out DIR
+
+The StackConfig is built exactly as ``serving up`` builds it (model spec, stack
+file, the spec's engine settings as the base), except that ``model_path`` comes
+from the target's weights volume (``<mount_path>/<model>``) and the gateway
+listens on all interfaces unless the stack file says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, read_stack_file
+from serving.config.model_spec import ModelCatalog
+from serving.config.stack import StackConfig
+from serving.errors import ConfigError
+from serving.manifests.target import ClusterTarget
+from serving.manifests.writer import write_manifests
+
+CLUSTER_DEFAULTS = {"gateway": {"host": "0.0.0.0"}}
+
+
+def load_cluster_target(path: Path) -> ClusterTarget:
+    """Read a target YAML file; :class:`ConfigError` names the file on any problem."""
+    try:
+        return ClusterTarget.model_validate(yaml.safe_load(path.read_text()))
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise ConfigError(f"invalid cluster target {path}: {exc}") from exc
+
+
+def cluster_stack_config(model: str | None, stack_file: Path | None, target: ClusterTarget,
+                         catalog: ModelCatalog) -> StackConfig:
+    """The StackConfig to render: like ``serving up``'s, with the target's weights path."""
+    data = read_stack_file(stack_file) if stack_file else {}
+    if model:
+        data["model"] = model
+    name = catalog.get(data.get("model") or DEFAULT_MODEL).name
+    data = merge(CLUSTER_DEFAULTS, data)
+    data.pop("model_path", None)  # the target's volume decides where weights live
+    return build_stack_config(data, catalog=catalog, model_path=target.weights.model_path(name))
+
+
+def cmd_render(args: argparse.Namespace, *, models_dir: Callable[[], Path]) -> int:
+    target = load_cluster_target(Path(args.target))
+    config = cluster_stack_config(args.model, Path(args.config) if args.config else None,
+                                  target, ModelCatalog(models_dir()))
+    for path in write_manifests(config, target, Path(args.out)):
+        print(path)
+    return 0
+
+
+def add_render_command(subparsers, *, models_dir: Callable[[], Path]) -> argparse.ArgumentParser:
+    """Add ``render`` to a CLI's subparsers; ``models_dir()`` locates the model specs."""
+    render = subparsers.add_parser(
+        "render", help="render cluster manifests (KubeRay, Prometheus, Grafana, Serve config)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    render.add_argument("--model", help=f"model spec name (default: the stack file's, else {DEFAULT_MODEL})")
+    render.add_argument("--config", help="stack YAML file (same format as `serving up --config`)")
+    render.add_argument("--target", required=True, help="cluster target YAML (deploy/targets/)")
+    render.add_argument("--out", required=True, help="output folder")
+    render.set_defaults(func=partial(cmd_render, models_dir=models_dir))
+    return render

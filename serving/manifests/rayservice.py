@@ -1,0 +1,107 @@
+"""The KubeRay ``RayService`` of a deployment (``apiVersion: ray.io/v1``).
+
+Field names follow KubeRay's Go API (``ray-operator/apis/ray/v1``:
+``RayServiceSpec`` and ``RayClusterSpec``), checked against its source, not run
+here (no Kubernetes on the project's machines):
+
+* ``spec.serveConfigV2`` is a *string* holding the Serve config YAML (the CRD
+  declares it "a YAML multi-line scalar string"); KubeRay posts it to the Serve
+  REST API, which validates it with Ray's ``ServeDeploySchema``.
+* ``spec.serveService`` is a user-defined Service for Serve traffic: KubeRay
+  keeps its name, type and labels, replaces its selector with the active
+  cluster's serving pods and keeps only the port named ``serve``.
+* ``spec.upgradeStrategy`` needs KubeRay >= 1.3 and is only written when the
+  target sets it.
+* Ray's GPU count is not set in ``rayStartParams``: KubeRay derives ``num-gpus``
+  from the container's ``nvidia.com/gpu`` limit and ``num-cpus`` from its CPU limit.
+"""
+
+from __future__ import annotations
+
+from serving.config.stack import StackConfig
+from serving.manifests.naming import (
+    GATEWAY_COMPONENT,
+    METRICS_PORT,
+    SERVE_PORT_NAME,
+    common_labels,
+    gateway_service_name,
+    resource_name,
+)
+from serving.manifests.pods import head_pod_template, worker_pod_template
+from serving.manifests.serve_config import render_serve_config
+from serving.manifests.sizing import plan_workers
+from serving.manifests.target import ClusterTarget
+from serving.manifests.yaml_text import to_yaml
+
+API_VERSION = "ray.io/v1"
+WORKER_GROUP = "engines"
+
+
+def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
+    """The RayService for ``config`` on ``target``; :class:`ConfigError` if it does not fit."""
+    plan = plan_workers(config, target)
+    cluster: dict = {
+        "rayVersion": target.ray_version,
+        "enableInTreeAutoscaling": plan.autoscaling,
+        "headGroupSpec": {
+            "serviceType": "ClusterIP",
+            "rayStartParams": {
+                "dashboard-host": "0.0.0.0",
+                # No engine on the head: it keeps the GCS and Serve controller
+                # responsive; the gateway (num_cpus=0) may still run there.
+                "num-cpus": "0",
+                "metrics-export-port": str(METRICS_PORT),
+            },
+            "template": head_pod_template(config, target),
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": WORKER_GROUP,
+                "replicas": plan.initial_pods,
+                "minReplicas": plan.min_pods,
+                "maxReplicas": plan.max_pods,
+                "rayStartParams": {"metrics-export-port": str(METRICS_PORT)},
+                "template": worker_pod_template(config, target, plan),
+            }
+        ],
+    }
+    spec: dict = {"serveConfigV2": to_yaml(render_serve_config(config)), "rayClusterConfig": cluster}
+    spec["serveService"] = _serve_service(config, target)
+    if target.upgrade_strategy:
+        spec["upgradeStrategy"] = {"type": target.upgrade_strategy}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "RayService",
+        "metadata": {
+            "name": resource_name(config),
+            "namespace": target.namespace,
+            "labels": common_labels(config),
+            "annotations": {
+                "serveout.io/model": config.model.name,
+                "serveout.io/tensor-parallel-size": str(config.model.tensor_parallel_size),
+                "serveout.io/max-replicas": str(config.max_replica_count),
+            },
+        },
+        "spec": spec,
+    }
+
+
+def _serve_service(config: StackConfig, target: ClusterTarget) -> dict:
+    """The gateway's Service (OpenAI API on ``gateway.port``); KubeRay sets its selector."""
+    return {
+        "metadata": {
+            "name": gateway_service_name(config),
+            "labels": common_labels(config, GATEWAY_COMPONENT),
+        },
+        "spec": {
+            "type": target.service_type,
+            "ports": [
+                {
+                    "name": SERVE_PORT_NAME,
+                    "port": config.gateway.port,
+                    "targetPort": config.gateway.port,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }

@@ -1,0 +1,116 @@
+"""How many Ray worker pods a config needs on a target, and how big each one is.
+
+One worker pod per engine replica: a pod holds exactly the replica's placement
+group (:func:`serving.engine.replica.placement_bundles`, the resources the app
+builder reserves), so the pods ask Kubernetes for ``replicas x tensor_parallel_size``
+GPUs in total, no more, and Ray's autoscaler adds or removes whole pods as Serve
+adds or removes replicas. Kubernetes packs several engine pods onto one node when
+they fit (two TP-4 replicas per 8-GPU node).
+
+* GPU specs: a pod gets ``tensor_parallel_size`` GPUs and the node's CPUs and
+  memory in proportion (``tp / accelerators_per_node`` of them).
+* CPU specs: a pod gets ``cpus_per_rank x tensor_parallel_size`` cores, requests
+  equal to limits (Guaranteed QoS, so a kubelet with the static CPU manager gives
+  the pod its own cores, which the engine's core binding then uses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from serving.config.model_spec import AcceleratorKind
+from serving.config.stack import StackConfig
+from serving.errors import ConfigError
+from serving.manifests.target import ClusterTarget
+
+GPU_RESOURCE = {AcceleratorKind.H200: "nvidia.com/gpu", AcceleratorKind.B300: "nvidia.com/gpu"}
+"""The Kubernetes extended resource of each GPU kind (NVIDIA device plugin)."""
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """The engine worker group of one config on one target."""
+
+    min_pods: int
+    initial_pods: int
+    max_pods: int
+    pods_per_node: int
+    cpus: int
+    memory_gib: int
+    gpus: int
+    gpu_resource: str | None
+    autoscaling: bool
+
+    @property
+    def max_gpus(self) -> int:
+        """GPUs the worker group holds at its largest."""
+        return self.max_pods * self.gpus
+
+    @property
+    def max_cpus(self) -> int:
+        return self.max_pods * self.cpus
+
+
+def plan_workers(config: StackConfig, target: ClusterTarget) -> WorkerPlan:
+    """The worker group for ``config`` on ``target``; :class:`ConfigError` if it cannot fit."""
+    spec = config.model
+    if spec.accelerator is not target.accelerator:
+        raise ConfigError(
+            f"model {spec.name} runs on {spec.accelerator.value} but target {target.name} "
+            f"offers {target.accelerator.value}"
+        )
+    # Deferred: serving.engine.replica imports Ray (seconds), and `serving` imports
+    # this package for its CLI. The bundles are the app builder's own reservation.
+    from serving.engine.replica import placement_bundles
+
+    bundles = placement_bundles(config)
+    replica_gpus = int(sum(b.get("GPU", 0.0) for b in bundles))
+    replica_cpus = int(sum(b.get("CPU", 0.0) for b in bundles))
+    node = target.worker
+    if spec.accelerator is AcceleratorKind.CPU:
+        if config.replicas.cpus_per_rank is None:
+            raise ConfigError(
+                "CPU engines on a cluster need replicas.cpus_per_rank: without it an engine "
+                "divides its node's cores by max_replicas, which assumes one shared machine"
+            )
+        pods_per_node = node.cpus // replica_cpus
+        cpus = replica_cpus
+        gpu_resource = None
+        if pods_per_node < 1:
+            raise ConfigError(
+                f"one replica needs {replica_cpus} cores; a {target.name} node offers {node.cpus}"
+            )
+    else:
+        if replica_gpus > node.accelerators:
+            raise ConfigError(
+                f"tensor_parallel_size {spec.tensor_parallel_size} needs {replica_gpus} GPUs on one "
+                f"node; a {target.name} node has {node.accelerators}"
+            )
+        pods_per_node = node.accelerators // replica_gpus
+        cpus = node.cpus // pods_per_node
+        gpu_resource = GPU_RESOURCE[spec.accelerator]
+        if cpus < replica_cpus:
+            raise ConfigError(f"a {target.name} node has too few CPUs for {pods_per_node} engine pods")
+    capacity = pods_per_node * target.worker_nodes
+    wanted = config.max_replica_count
+    if wanted > capacity:
+        raise ConfigError(
+            f"{wanted} replicas of {spec.name} need {wanted} engine pods; {target.name} fits "
+            f"{pods_per_node} per node x {target.worker_nodes} nodes = {capacity}"
+        )
+    scaling = config.autoscaling
+    if scaling.enabled:
+        low, initial, high = scaling.min_replicas, max(scaling.min_replicas, 1), scaling.max_replicas
+    else:
+        low = initial = high = config.replicas.num_replicas
+    return WorkerPlan(
+        min_pods=low,
+        initial_pods=initial,
+        max_pods=high,
+        pods_per_node=pods_per_node,
+        cpus=cpus,
+        memory_gib=node.memory_gib // pods_per_node,
+        gpus=replica_gpus,
+        gpu_resource=gpu_resource,
+        autoscaling=scaling.enabled and low != high,
+    )

@@ -1,0 +1,168 @@
+"""The cluster a :class:`~serving.config.stack.StackConfig` is rendered for.
+
+A :class:`ClusterTarget` says what the cluster offers (nodes, accelerators, the
+container image, where the weights live) and nothing about the deployment itself:
+replicas, routing, autoscaling and engine settings stay in the StackConfig, so the
+same stack file renders for a laptop ``kind`` cluster or three 8-GPU nodes.
+Example (``deploy/targets/h200-3x8.yaml``)::
+
+    name: h200-3x8
+    namespace: serveout
+    image: ghcr.io/serveout/serveout:0.1.0-cuda
+    accelerator: h200
+    worker_nodes: 3
+    worker: {cpus: 176, memory_gib: 1600, accelerators: 8}
+    head: {cpus: 16, memory_gib: 64}
+    weights: {claim_name: serveout-models, mount_path: /models}
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from serving.config.model_spec import AcceleratorKind, Strict
+
+RAY_VERSION = "2.60.0"
+"""The Ray version of the image (``pyproject.toml`` pins ``ray[serve]==2.60.0``)."""
+
+_DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+class Toleration(Strict):
+    """A Kubernetes pod toleration (the subset GPU node pools use)."""
+
+    key: str
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    def manifest(self) -> dict:
+        return self.model_dump(exclude_none=True)
+
+
+class Placement(Strict):
+    """Which Kubernetes nodes a group of pods may land on."""
+
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+class WorkerNodes(Placement):
+    """One worker node as Kubernetes offers it to Ray pods.
+
+    ``cpus`` and ``memory_gib`` are what pods may request on one node (its
+    allocatable resources minus daemons), not the machine's raw size: the renderer
+    splits them among the engine pods that fit on the node.
+    """
+
+    cpus: int = Field(ge=1)
+    memory_gib: int = Field(ge=1)
+    accelerators: int = Field(0, ge=0, description="GPUs per node; 0 on CPU nodes")
+    shm_gib: int = Field(16, ge=1, description="/dev/shm of one engine pod (NCCL, Ray objects)")
+
+
+class HeadNode(Placement):
+    """The Ray head pod: GCS, Serve controller, the gateway; never an engine."""
+
+    cpus: int = Field(ge=1)
+    memory_gib: int = Field(ge=1)
+    shm_gib: int = Field(2, ge=1)
+
+
+class WeightsVolume(Strict):
+    """Where the prepared weights live: a PersistentVolumeClaim every Ray pod mounts.
+
+    Model ``NAME`` is served from ``<mount_path>/NAME`` (the StackConfig's
+    ``model_path``). The claim must be mountable by many pods at once
+    (ReadOnlyMany / ReadWriteMany: NFS, a CSI file store, ...). Weights are
+    prepared on the cluster by the weights Job, never downloaded at serve time.
+    """
+
+    claim_name: str = Field(pattern=_DNS_LABEL)
+    mount_path: PurePosixPath = PurePosixPath("/models")
+    hf_token_secret: str | None = Field(
+        None, description="Secret (key 'token') for gated hub models; read by the weights Job only"
+    )
+
+    @field_validator("mount_path")
+    @classmethod
+    def _absolute(cls, value: PurePosixPath) -> PurePosixPath:
+        if not value.is_absolute():
+            raise ValueError("weights.mount_path must be absolute")
+        return value
+
+    def model_path(self, model_name: str) -> Path:
+        """The folder of ``model_name`` inside the pods."""
+        return Path(str(self.mount_path / model_name))
+
+
+class PrometheusSpec(Strict):
+    """How the cluster's Prometheus finds serveout."""
+
+    scrape_interval_s: int = Field(15, ge=1)
+    monitor_labels: dict[str, str] = Field(
+        default_factory=lambda: {"release": "prometheus"},
+        description="labels the operator's Prometheus selects PodMonitors and rules by "
+        "(kube-prometheus-stack: release=<helm release>)",
+    )
+
+
+class ScaleTargetRef(Strict):
+    """A Kubernetes object with a ``/scale`` subresource (what KEDA can scale)."""
+
+    api_version: str
+    kind: str
+    name: str
+
+
+class KedaSpec(Strict):
+    """Optional KEDA scaling on ``serveout_queue_depth`` (see :mod:`serving.manifests.keda`)."""
+
+    scale_target: ScaleTargetRef
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    polling_interval_s: int = Field(15, ge=1)
+    cooldown_s: int = Field(300, ge=0)
+
+
+class ClusterTarget(Strict):
+    """A Kubernetes cluster (or a set of VMs) to render manifests for."""
+
+    name: str = Field(description="the target's own name, e.g. h200-3x8 (documentation only)")
+    namespace: str = Field(pattern=_DNS_LABEL)
+    image: str = Field(description="a container image with serveout installed (deploy/docker/)")
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    ray_version: Literal["2.60.0"] = RAY_VERSION
+    accelerator: AcceleratorKind
+    worker_nodes: int = Field(ge=1, description="worker nodes the engines may use")
+    worker: WorkerNodes
+    head: HeadNode
+    weights: WeightsVolume
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    upgrade_strategy: Literal["NewCluster", "None"] | None = Field(
+        None,
+        description="RayService upgradeStrategy.type (KubeRay >= 1.3); None = KubeRay's "
+        "default (NewCluster: a cluster-spec change starts a second cluster, so it needs "
+        "twice the GPUs while both run)",
+    )
+    prometheus: PrometheusSpec = PrometheusSpec()
+    keda: KedaSpec | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _image_reference(cls, value: str) -> str:
+        if not re.match(r"^[^\s:]+(:[^\s]+)?$", value):
+            raise ValueError(f"image {value!r} is not an image reference")
+        return value
+
+    @model_validator(mode="after")
+    def _accelerators_match(self) -> "ClusterTarget":
+        on_cpu = self.accelerator is AcceleratorKind.CPU
+        if on_cpu and self.worker.accelerators:
+            raise ValueError("a cpu target has worker.accelerators: 0")
+        if not on_cpu and not self.worker.accelerators:
+            raise ValueError(f"a {self.accelerator.value} target needs worker.accelerators >= 1")
+        return self
