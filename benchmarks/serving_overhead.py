@@ -28,7 +28,7 @@ from rich.table import Table
 from benchmarks.streaming_client import RunFigures, run, trivial_latency_ms
 from serving.config.loading import build_stack_config
 from serving.config.model_spec import ModelCatalog
-from serving.engine.replica import engine_runtime_env
+from serving.engine.placement import engine_runtime_env
 from serving.local_cluster import ClusterOptions, LocalCluster
 from serving.model_store import ModelStore
 from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns

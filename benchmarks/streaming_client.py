@@ -58,20 +58,23 @@ async def stream_one(client: httpx.AsyncClient, url: str, body: dict) -> StreamR
     return StreamResult(ttft or float("nan"), time.perf_counter() - start, tokens)
 
 
-async def run(url: str, model: str, *, concurrency: int, requests: int, output_tokens: int,
-              prompt: str) -> RunFigures:
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}],
+def chat_body(model: str, prompt: str, output_tokens: int) -> dict:
+    """A streamed greedy chat request that generates exactly ``output_tokens``."""
+    return {"model": model, "messages": [{"role": "user", "content": prompt}],
             "max_tokens": output_tokens, "ignore_eos": True, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(requests):
-        queue.put_nowait(i)
+
+
+async def run_bodies(url: str, bodies: list[dict], *, concurrency: int) -> RunFigures:
+    """Send ``bodies`` (in order) from ``concurrency`` closed-loop workers."""
+    queue: asyncio.Queue[dict] = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
     results: list[StreamResult] = []
 
     async def worker(client: httpx.AsyncClient) -> None:
         while not queue.empty():
-            queue.get_nowait()
-            results.append(await stream_one(client, url, body))
+            results.append(await stream_one(client, url, queue.get_nowait()))
 
     limits = httpx.Limits(max_connections=concurrency * 2)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
@@ -79,8 +82,15 @@ async def run(url: str, model: str, *, concurrency: int, requests: int, output_t
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
         wall = time.perf_counter() - start
     ttfts = [r.ttft_s * 1000 for r in results]
-    return RunFigures(concurrency, requests, percentile(ttfts, 50), percentile(ttfts, 95),
+    return RunFigures(concurrency, len(bodies), percentile(ttfts, 50), percentile(ttfts, 95),
                       sum(r.output_tokens for r in results) / wall, wall)
+
+
+async def run(url: str, model: str, *, concurrency: int, requests: int, output_tokens: int,
+              prompt: str) -> RunFigures:
+    """``requests`` copies of one prompt at fixed concurrency."""
+    return await run_bodies(url, [chat_body(model, prompt, output_tokens)] * requests,
+                            concurrency=concurrency)
 
 
 async def trivial_latency_ms(url: str, path: str, n: int = 200) -> float:

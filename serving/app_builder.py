@@ -12,7 +12,8 @@ from ray.serve import Application
 
 from serving.autoscaling import autoscaling_config
 from serving.config.stack import StackConfig
-from serving.engine.replica import EngineReplica, engine_runtime_env, placement_bundles
+from serving.engine.placement import engine_runtime_env, placement_bundles
+from serving.engine.replica import EngineReplica
 from serving.gateway.ingress import Gateway
 from serving.routing.serve_router import request_router_config
 
@@ -34,6 +35,9 @@ def engine_deployment_options(config: StackConfig) -> dict:
         health_check_period_s=10,
         health_check_timeout_s=60,
         graceful_shutdown_timeout_s=20,
+        # An engine that fails to start (bad model, TP not dividing the heads, out of
+        # memory) rarely succeeds on retry; fail the deploy fast with vLLM's error.
+        max_constructor_retry_count=2,
     )
     if config.autoscaling.enabled:
         options["autoscaling_config"] = autoscaling_config(config.autoscaling)

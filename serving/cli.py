@@ -175,9 +175,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     state = _read_state()
     if state["netns"] and not in_loopback_netns():
         os.environ["SERVEOUT_IN_LOOPBACK_NETNS"] = "1"
-        argv = nsenter_prefix(state["pid"]) + python_argv("serving.cli", ["status"])
+        argv = nsenter_prefix(state["pid"]) + python_argv("serving.cli", sys.argv[1:])
         return subprocess.run(argv, env=os.environ).returncode
     status = httpx.get(f"{state['url']}/status", timeout=10).json()
+    if args.json:
+        print(json.dumps(status))
+        return 0
     table = Table(title=f"serveout at {state['url']} (pid {state['pid']})")
     table.add_column("field")
     table.add_column("value")
@@ -224,7 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--verbose", action="store_true", help="show replica logs")
     up.set_defaults(func=cmd_up)
 
-    sub.add_parser("status", help="replicas and state of the running stack").set_defaults(func=cmd_status)
+    status = sub.add_parser("status", help="replicas and state of the running stack")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=cmd_status)
     sub.add_parser("down", help="stop the running stack").set_defaults(func=cmd_down)
 
     models = sub.add_parser("models", help="model specs").add_subparsers(dest="models_command", required=True)

@@ -78,6 +78,9 @@ class EngineSettings(Strict):
     block_size: int | None = Field(None, ge=1, description="KV block size; None = engine default")
     kv_cache_space_gib: float = Field(1.0, gt=0, description="CPU only: KV cache size")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="GPU only")
+    stream_interval: int = Field(
+        1, ge=1, description="tokens per streamed chunk; >1 cuts per-chunk overhead, coarser streams"
+    )
 
 
 class ModelSpec(Strict):

@@ -6,6 +6,7 @@ every Ray process to one core.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -44,6 +45,7 @@ def engine_args(model: ModelSpec, model_path: Path, settings: EngineSettings) ->
         block_size=settings.block_size,
         kv_cache_memory_bytes=int(settings.kv_cache_space_gib * GIB) if on_cpu else None,
         gpu_memory_utilization=settings.gpu_memory_utilization,
+        stream_interval=settings.stream_interval,
         disable_log_stats=True,  # our recorder replaces vLLM's periodic log lines
         enable_log_requests=False,  # prompts are not logged by default
     )
@@ -96,7 +98,17 @@ class VllmEngine:
             )
 
     def stats(self) -> EngineStats:
-        return self._recorder.snapshot()
+        """Live load plus cumulative counters.
+
+        vLLM reports scheduler stats only after engine steps, so its last report goes
+        stale when the engine turns idle (it would show the last step's running
+        requests forever). The frontend's count of unfinished requests is exact and
+        current: waiting + running equals it.
+        """
+        recorded = self._recorder.snapshot()
+        unfinished = self._llm.get_num_unfinished_requests()
+        running = min(recorded.running, unfinished)
+        return dataclasses.replace(recorded, running=running, waiting=unfinished - running)
 
     async def check_health(self) -> None:
         await self._llm.check_health()

@@ -1,7 +1,7 @@
 """How many Ray worker pods a config needs on a target, and how big each one is.
 
 One worker pod per engine replica: a pod holds exactly the replica's placement
-group (:func:`serving.engine.replica.placement_bundles`, the resources the app
+group (:func:`serving.engine.placement.placement_bundles`, the resources the app
 builder reserves), so the pods ask Kubernetes for ``replicas x tensor_parallel_size``
 GPUs in total, no more, and Ray's autoscaler adds or removes whole pods as Serve
 adds or removes replicas. Kubernetes packs several engine pods onto one node when
@@ -61,7 +61,7 @@ def plan_workers(config: StackConfig, target: ClusterTarget) -> WorkerPlan:
         )
     # Deferred: serving.engine.replica imports Ray (seconds), and `serving` imports
     # this package for its CLI. The bundles are the app builder's own reservation.
-    from serving.engine.replica import placement_bundles
+    from serving.engine.placement import placement_bundles
 
     bundles = placement_bundles(config)
     replica_gpus = int(sum(b.get("GPU", 0.0) for b in bundles))

@@ -1,0 +1,220 @@
+"""``loadtest``: run a load test, compare two runs, sweep configurations, plan capacity.
+
+Exit codes: 0 done (SLO met or none set), 1 an SLO was missed, 2 invalid options,
+3 the run could not be carried out (target unreachable, generator failure, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from loadtest.errors import ConfigError, LoadTestError
+from loadtest.sweep.cli import add_sweep_commands, cmd_plan, cmd_sweep
+from loadtest.units import parse_duration
+
+DEFAULT_PROFILE = "concurrency:users=8"
+DEFAULT_WORKLOAD = "random:input_len=256,output_len=128"
+
+EXIT_OK, EXIT_SLO_FAILED, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loadtest", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a load test against an OpenAI-compatible endpoint")
+    t = run.add_argument_group("target")
+    t.add_argument("--target", default="http://127.0.0.1:8000", help="base URL (default: %(default)s)")
+    t.add_argument("--model", default="smollm2-135m-instruct", help="served model name (default: %(default)s)")
+    t.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
+    t.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT/ITL)")
+    t.add_argument("--no-exact-output", action="store_true", help="do not send ignore_eos (answers may stop early)")
+    t.add_argument("--temperature", type=float, default=None)
+    t.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"), help="bearer token (default: $OPENAI_API_KEY)")
+    t.add_argument("--timeout", type=_duration, default=300.0, help="per-request timeout (default: 300s)")
+    t.add_argument("--metrics-url", default=None, help="default: TARGET/metrics")
+    t.add_argument("--no-metrics", action="store_true", help="do not scrape /metrics")
+    t.add_argument("--scrape-interval", type=_duration, default=2.0)
+    load = run.add_argument_group("load")
+    load.add_argument("--profile", default=DEFAULT_PROFILE, help="NAME:key=value,... (default: %(default)s; see `loadtest list`)")
+    load.add_argument("--workload", default=DEFAULT_WORKLOAD, help="NAME:key=value,... (default: %(default)s)")
+    load.add_argument("--duration", type=_duration, default=None, help="load time per stage, e.g. 60s (default 60s unless --requests)")
+    load.add_argument("--requests", type=int, default=None, help="request count per stage")
+    load.add_argument("--warmup", type=_duration, default=0.0, help="excluded from figures (start of the load)")
+    load.add_argument("--cooldown", type=_duration, default=0.0, help="excluded from figures (end of the load)")
+    load.add_argument("--time-limit", type=_duration, default=None, help="hard bound per stage (default: duration + drain + 5s)")
+    load.add_argument("--drain-timeout", type=_duration, default=None, help="wait for in-flight requests after the load")
+    load.add_argument("--slo", default=None, help="e.g. ttft_p95=500ms,tpot_p95=50ms,e2e_p95=10s,error_rate=1%%")
+    load.add_argument("--seed", type=int, default=0)
+    load.add_argument("--tokenizer", type=Path, default=None, help="local HF folder (default: $SERVEOUT_HOME/models/MODEL)")
+    load.add_argument("--prompt-pool", type=int, default=None, help="sessions prepared per stage")
+    out = run.add_argument_group("output")
+    out.add_argument("--out", type=Path, default=None, help="results folder (default: results/loadtest-<time>)")
+    out.add_argument("--reports", default=None, help="comma-separated report formats (default: all)")
+    out.add_argument("--label", default=None)
+    out.add_argument("--quiet", action="store_true", help="no live progress")
+
+    compare = sub.add_parser("compare", help="compare two runs side by side")
+    compare.add_argument("run_a", type=Path)
+    compare.add_argument("run_b", type=Path)
+
+    report = sub.add_parser("report", help="rewrite the reports of a results folder")
+    report.add_argument("run", type=Path)
+    report.add_argument("--reports", default=None)
+
+    add_sweep_commands(sub)
+    listing = sub.add_parser("list", help="list profiles, workloads, report formats and prompt sets")
+    listing.add_argument("what", nargs="?", choices=("profiles", "workloads", "reports", "prompt-sets"))
+    return parser
+
+
+def config_from_args(args: argparse.Namespace):
+    """The typed config of ``loadtest run``'s options."""
+    from loadtest.config import LoadTestConfig, TargetConfig
+    from loadtest.profiles import parse_profile
+    from loadtest.slo import parse_slos
+    from loadtest.workloads import parse_workload
+
+    duration = args.duration if args.duration is not None else (None if args.requests else 60.0)
+    try:
+        target = TargetConfig(
+            url=args.target,
+            model=args.model,
+            endpoint=args.endpoint,
+            stream=not args.no_stream,
+            exact_output=not args.no_exact_output,
+            temperature=args.temperature,
+            api_key=args.api_key,
+            request_timeout_s=args.timeout,
+            metrics_url=args.metrics_url,
+            scrape_metrics=not args.no_metrics,
+            scrape_interval_s=args.scrape_interval,
+        )
+        return LoadTestConfig(
+            target=target,
+            profile=parse_profile(args.profile),
+            workload=parse_workload(args.workload),
+            duration_s=duration,
+            max_requests=args.requests,
+            warmup_s=args.warmup,
+            cooldown_s=args.cooldown,
+            time_limit_s=args.time_limit,
+            drain_timeout_s=args.drain_timeout,
+            slos=parse_slos(args.slo),
+            seed=args.seed,
+            tokenizer=args.tokenizer,
+            prompt_pool=args.prompt_pool,
+            label=args.label,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(problems) from None
+
+
+def _reports(text: str | None) -> tuple[str, ...] | None:
+    return None if not text else tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from loadtest.reports import report_registry
+    from loadtest.reports.table import summary_renderable
+    from loadtest.runner import RunOptions, run_load_test
+
+    config = config_from_args(args)
+    reports = _reports(args.reports)
+    for name in reports or ():
+        report_registry().get(name)
+    out = args.out or Path("results") / time.strftime("loadtest-%Y%m%d-%H%M%S")
+    err = Console(stderr=True)
+    err.print(f"[bold]loadtest[/] {config.profile.kind} x {config.workload.kind} -> {config.target.url} ({config.target.model}); results in {out}")
+    summary = run_load_test(config, RunOptions(out_dir=out, reports=reports, progress=not args.quiet, console=err))
+    console.print(summary_renderable(summary))
+    console.print(f"results: {out}")
+    return EXIT_SLO_FAILED if summary.passed is False else EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from loadtest.reports.compare import compare_summaries, comparison_table
+    from loadtest.summary import load_summary
+
+    a, b = load_summary(args.run_a), load_summary(args.run_b)
+    console.print(comparison_table(compare_summaries(a, b), str(args.run_a), str(args.run_b)))
+    for label, s in (("A", a), ("B", b)):
+        for warning in s.warnings:
+            console.print(f"[red]{label}: {warning}[/]")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from loadtest.records import read_records
+    from loadtest.reports import write_reports
+    from loadtest.summary import load_summary
+
+    summary = load_summary(args.run)
+    folder = args.run if args.run.is_dir() else args.run.parent
+    records = read_records(folder / "records.jsonl")
+    for path in write_reports(summary, records, folder, _reports(args.reports)):
+        console.print(str(path))
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace, console: Console) -> int:
+    from loadtest.profiles import profile_registry
+    from loadtest.reports import report_registry
+    from loadtest.specs import describe
+    from loadtest.workloads import bundled_sets, workload_registry
+
+    if args.what in (None, "profiles", "workloads"):
+        for title, registry in (("profiles", profile_registry()), ("workloads", workload_registry())):
+            if args.what not in (None, title):
+                continue
+            table = Table(title=title, title_justify="left")
+            for col in ("name", "parameters (defaults)", "what"):
+                table.add_column(col)
+            for row in describe(registry):
+                table.add_row(*row)
+            console.print(table)
+    if args.what in (None, "reports"):
+        console.print("report formats: " + ", ".join(report_registry().names()))
+    if args.what in (None, "prompt-sets"):
+        console.print("prompt sets: " + ", ".join(bundled_sets()))
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "list": cmd_list,
+            "sweep": cmd_sweep, "plan": cmd_plan}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console()
+    try:
+        return COMMANDS[args.command](args, console)
+    except ConfigError as exc:
+        Console(stderr=True).print(f"[red]error:[/] {exc}")
+        return EXIT_USAGE
+    except LoadTestError as exc:
+        Console(stderr=True).print(f"[red]failed:[/] {exc}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        Console(stderr=True).print("[red]interrupted[/]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

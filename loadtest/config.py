@@ -1,0 +1,128 @@
+"""Typed configuration of a load test: the target, the load, the workload and limits."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from loadtest.errors import SLOError
+from loadtest.profiles import ProfileConfig
+from loadtest.slo import Objective, check_applicable
+from loadtest.units import Seconds
+from loadtest.workloads import WorkloadConfig
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_TARGET = "http://127.0.0.1:8000"
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Endpoint(enum.StrEnum):
+    """Which OpenAI API is driven."""
+
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self is Endpoint.CHAT else "/v1/completions"
+
+
+class TargetConfig(Frozen):
+    """The server under test and how requests are sent to it.
+
+    ``exact_output`` adds ``ignore_eos: true`` (a vLLM extra parameter that serveout's
+    gateway accepts too) so every answer runs to ``max_tokens``.
+    """
+
+    url: str = DEFAULT_TARGET
+    model: str = DEFAULT_MODEL
+    endpoint: Endpoint = Endpoint.CHAT
+    stream: bool = True
+    exact_output: bool = True
+    temperature: float | None = Field(None, ge=0.0)
+    api_key: str | None = Field(None, exclude=True, repr=False)
+    request_timeout_s: Seconds = Field(300.0, gt=0.0)
+    connect_timeout_s: Seconds = Field(10.0, gt=0.0)
+    metrics_url: str | None = None
+    scrape_metrics: bool = True
+    scrape_interval_s: Seconds = Field(2.0, gt=0.0)
+    respect_retry_after: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("target URL must start with http:// or https://")
+        return value.rstrip("/")
+
+    @property
+    def resolved_metrics_url(self) -> str | None:
+        if not self.scrape_metrics:
+            return None
+        return self.metrics_url or f"{self.url}/metrics"
+
+
+class LoadTestConfig(Frozen):
+    """One load test. ``duration_s`` is the total load time of a stage (warm-up and
+    cool-down included, excluded from figures); ``max_requests`` caps the requests of a
+    stage; ``time_limit_s`` is the hard bound after which the generator is stopped."""
+
+    target: TargetConfig = TargetConfig()
+    profile: ProfileConfig
+    workload: WorkloadConfig
+    duration_s: Seconds | None = Field(60.0, gt=0.0)
+    max_requests: int | None = Field(None, ge=1)
+    warmup_s: Seconds = Field(0.0, ge=0.0)
+    cooldown_s: Seconds = Field(0.0, ge=0.0)
+    time_limit_s: Seconds | None = Field(None, gt=0.0)
+    drain_timeout_s: Seconds | None = Field(None, ge=0.0)
+    slos: tuple[Objective, ...] = ()
+    seed: int = 0
+    tokenizer: Path | None = None
+    prompt_pool: int | None = Field(None, ge=1)
+    label: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LoadTestConfig:
+        if self.duration_s is None and self.max_requests is None:
+            raise ValueError("set a duration or a request count (or both)")
+        if self.duration_s is not None and self.warmup_s + self.cooldown_s >= self.duration_s:
+            raise ValueError("warm-up plus cool-down must be shorter than the duration")
+        if self.duration_s is None and self.cooldown_s > 0:
+            raise ValueError("a cool-down needs a duration")
+        if self.profile.needs_duration and self.duration_s is None:
+            raise ValueError(f"profile {self.profile.kind!r} needs a duration")
+        if self.profile.needs_slo and not self.slos:
+            raise ValueError(f"profile {self.profile.kind!r} needs --slo")
+        try:
+            check_applicable(self.slos, streaming=self.target.stream)
+        except SLOError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    @property
+    def effective_drain_s(self) -> float:
+        """How long in-flight requests may finish after the load stops."""
+        if self.drain_timeout_s is not None:
+            return self.drain_timeout_s
+        return min(self.target.request_timeout_s, 120.0)
+
+    @property
+    def stage_time_limit_s(self) -> float:
+        """Hard bound on one stage's wall time (load + drain), from the stage clock's zero."""
+        if self.time_limit_s is not None:
+            return self.time_limit_s
+        if self.duration_s is not None:
+            return self.duration_s + self.effective_drain_s + 5.0
+        return 600.0
+
+    @property
+    def measured_window(self) -> tuple[float, float]:
+        """Start times (stage clock) a request must fall in to count in the figures."""
+        end = float("inf") if self.duration_s is None else self.duration_s - self.cooldown_s
+        return self.warmup_s, end

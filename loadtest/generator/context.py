@@ -1,0 +1,126 @@
+"""Shared state of one stage inside the load generator (gevent-free, unit-testable).
+
+Every user greenlet shares one :class:`RunContext`: it hands out sessions, open-loop
+arrival slots and the request budget, and decides when issuing stops (duration reached,
+request budget spent, schedule exhausted). Greenlets switch only at I/O, so plain
+counters are safe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from loadtest.records import RequestRecord
+from loadtest.workloads.base import Session, WorkloadPlan
+
+
+class RunContext:
+    """Pacing and bookkeeping for one stage; ``clock`` is injectable for tests."""
+
+    def __init__(
+        self,
+        *,
+        plan: WorkloadPlan,
+        arrivals: Sequence[float] | None,
+        max_requests: int | None,
+        load_duration_s: float | None,
+        stage: int = 0,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.plan = plan
+        self.arrivals = arrivals
+        self.max_requests = max_requests
+        self.load_duration_s = load_duration_s
+        self.stage = stage
+        self.clock = clock
+        self.t0 = clock()
+        self.t0_unix = time.time()
+        self.issued = 0
+        self.completed = 0
+        self.in_flight = 0
+        self.session_wraps = 0
+        self.active_sessions = 0
+        self._next_session = 0
+        self._next_arrival = 0
+        self._next_user = 0
+        self._stopped = False
+
+    def start(self) -> None:
+        """Set the stage clock's zero (just before users start)."""
+        self.t0 = self.clock()
+        self.t0_unix = time.time()
+
+    def now(self) -> float:
+        """Seconds on the stage clock."""
+        return self.clock() - self.t0
+
+    @property
+    def open_loop(self) -> bool:
+        return self.arrivals is not None
+
+    def user_index(self) -> int:
+        self._next_user += 1
+        return self._next_user - 1
+
+    def next_session(self) -> Session:
+        """The next session of the plan, cycling (and counting wraps) when exhausted."""
+        sessions = self.plan.sessions
+        if self._next_session >= len(sessions):
+            self._next_session = 0
+            self.session_wraps += 1
+        session = sessions[self._next_session]
+        self._next_session += 1
+        return session
+
+    def take_arrival(self) -> float | None:
+        """The next scheduled start (stage clock), or ``None`` when issuing is over."""
+        assert self.arrivals is not None
+        if not self.issuing():
+            return None
+        at = float(self.arrivals[self._next_arrival])
+        if self.load_duration_s is not None and at >= self.load_duration_s:
+            return None
+        self._next_arrival += 1
+        return at
+
+    def _budget_left(self) -> bool:
+        if self._stopped:
+            return False
+        if self.max_requests is not None and self.issued >= self.max_requests:
+            return False
+        return self.load_duration_s is None or self.now() < self.load_duration_s
+
+    def issuing(self) -> bool:
+        """Whether new sessions may still start."""
+        if not self._budget_left():
+            return False
+        return self.arrivals is None or self._next_arrival < len(self.arrivals)
+
+    def session_started(self) -> None:
+        self.active_sessions += 1
+
+    def session_ended(self) -> None:
+        self.active_sessions -= 1
+
+    def take_request(self) -> int | None:
+        """Claim one request from the budget: its id, or ``None`` when issuing is over."""
+        if not self._budget_left():
+            return None
+        self.issued += 1
+        self.in_flight += 1
+        return self.issued - 1
+
+    def finish(self, record: RequestRecord) -> None:
+        """A claimed request is over (its record is written by the events listener)."""
+        del record
+        self.in_flight -= 1
+        self.completed += 1
+
+    def stop(self) -> None:
+        """Stop issuing (in-flight requests continue)."""
+        self._stopped = True
+
+    def done(self) -> bool:
+        """Nothing will be issued any more and nothing is in flight or mid-session."""
+        return not self.issuing() and self.in_flight == 0 and self.active_sessions == 0

@@ -1,0 +1,53 @@
+"""Load profiles, registered by name (``--profile NAME:key=value,...``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from loadtest.profiles.base import (
+    ClosedLoad,
+    LoadProfile,
+    OpenLoad,
+    StageOutcome,
+    StagePlan,
+)
+from loadtest.profiles.simple import ConstantRate, FixedConcurrency, LinearRamp, Poisson
+from loadtest.profiles.sweep import RateSweep
+from loadtest.registry import Registry
+from loadtest.specs import build_from_spec
+
+PROFILE_CLASSES = (FixedConcurrency, ConstantRate, Poisson, LinearRamp, RateSweep)
+
+ProfileConfig = Annotated[
+    Union[FixedConcurrency, ConstantRate, Poisson, LinearRamp, RateSweep], Field(discriminator="kind")
+]
+"""Any registered profile (a discriminated union on ``kind``)."""
+
+
+def profile_registry() -> Registry:
+    """The registry of load profiles."""
+    return Registry("profile", PROFILE_CLASSES)
+
+
+def parse_profile(spec: str) -> ProfileConfig:
+    """A profile from ``NAME:key=value,...``, e.g. ``poisson:rate=4,burstiness=0.5``."""
+    return build_from_spec(profile_registry(), spec)
+
+
+__all__ = [
+    "ClosedLoad",
+    "ConstantRate",
+    "FixedConcurrency",
+    "LinearRamp",
+    "LoadProfile",
+    "OpenLoad",
+    "Poisson",
+    "ProfileConfig",
+    "RateSweep",
+    "StageOutcome",
+    "StagePlan",
+    "parse_profile",
+    "profile_registry",
+]

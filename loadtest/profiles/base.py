@@ -1,0 +1,111 @@
+"""What a load profile is: a strategy that proposes stages, one at a time.
+
+A profile looks at the outcomes of the stages run so far and returns the next
+:class:`StagePlan` or ``None`` when it is done (single-stage profiles stop after
+one; the rate sweep keeps proposing until its search converges). A stage is either a
+closed loop (a fixed number of users, each sending its next request when the last
+one finished) or an open loop (arrivals on a schedule, independent of completions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, ClassVar, Literal, Protocol, Union, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ClosedLoad(BaseModel):
+    """``users`` concurrent users, started over ``ramp_up_s`` seconds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["closed"] = "closed"
+    users: int = Field(ge=1)
+    ramp_up_s: float = Field(0.0, ge=0.0)
+
+
+class OpenLoad(BaseModel):
+    """Arrivals at ``start_rate`` rising linearly to ``end_rate`` (requests/s) over the
+    stage; ``burstiness`` as in vLLM (``None``: evenly spaced). At most
+    ``max_concurrency`` requests are in flight; an arrival finding every slot busy
+    leaves late and is counted as late."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["open"] = "open"
+    start_rate: float = Field(gt=0.0)
+    end_rate: float = Field(gt=0.0)
+    burstiness: float | None = Field(1.0, gt=0.0)
+    max_concurrency: int = Field(256, ge=1)
+
+    @property
+    def is_ramp(self) -> bool:
+        return self.start_rate != self.end_rate
+
+
+Load = Annotated[Union[ClosedLoad, OpenLoad], Field(discriminator="kind")]
+
+
+class StagePlan(BaseModel):
+    """One stage to run: its load and, for open loops, the offered rate it stands for."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int = Field(ge=0)
+    label: str
+    load: Load
+    offered_rate: float | None = None
+
+    @model_validator(mode="after")
+    def _rate(self) -> StagePlan:
+        if self.offered_rate is not None and self.offered_rate <= 0:
+            raise ValueError("offered_rate must be > 0")
+        return self
+
+
+class StageOutcome(BaseModel):
+    """What a profile learns from a finished stage."""
+
+    model_config = ConfigDict(frozen=True)
+
+    plan: StagePlan
+    passed: bool | None
+    reason: str = ""
+    achieved_rate: float | None = None
+
+
+@runtime_checkable
+class LoadProfile(Protocol):
+    """The protocol every profile implements (profiles are pydantic models)."""
+
+    kind: str
+    needs_slo: ClassVar[bool]
+    needs_duration: ClassVar[bool]
+    searches_rate: ClassVar[bool]
+    max_error_rate: float | None
+
+    def next_stage(self, history: Sequence[StageOutcome]) -> StagePlan | None:
+        """The next stage to run, or ``None`` when the profile is finished."""
+        ...
+
+
+class SingleStage:
+    """Mixin for profiles that run exactly one stage built by ``_load()``."""
+
+    needs_slo: ClassVar[bool] = False
+    needs_duration: ClassVar[bool] = False
+    searches_rate: ClassVar[bool] = False
+
+    def _load(self) -> ClosedLoad | OpenLoad:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _label(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def next_stage(self, history: Sequence[StageOutcome]) -> StagePlan | None:
+        if history:
+            return None
+        load = self._load()
+        rate = load.end_rate if isinstance(load, OpenLoad) and not load.is_ramp else None
+        return StagePlan(index=0, label=self._label(), load=load, offered_rate=rate)

@@ -1,0 +1,333 @@
+"""The orchestrator: runs a load test's stages and returns its :class:`Summary`.
+
+It never imports Locust or gevent. Per stage it writes the workload plan and a job
+file, starts the load generator (``python -m loadtest.generator``), follows it (tailed
+records for live progress, CPU via psutil, ``/metrics`` scraped on a thread), enforces
+the hard time limit, and turns the raw records into figures. The profile decides the
+next stage from the outcomes so far.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+
+from loadtest._version import __version__
+from loadtest.child import GeneratorProcess, cpu_percentages
+from loadtest.config import Endpoint, LoadTestConfig
+from loadtest.errors import GeneratorError, TargetError
+from loadtest.generator.job import GeneratorJob, GeneratorStatus
+from loadtest.metrics import achieved_rate, build_stage, sweep_report
+from loadtest.profiles import OpenLoad, StageOutcome, StagePlan
+from loadtest.progress import ProgressView, StageProgress
+from loadtest.reports import write_reports
+from loadtest.records import RecordTail, RequestRecord, read_records
+from loadtest.scraper import MetricsScraper
+from loadtest.stats import percentile
+from loadtest.summary import GeneratorReport, ServerReport, StageSummary, Summary
+from loadtest.tokencount import fill_token_counts
+from loadtest.units import format_seconds
+from loadtest.advisories import collect_warnings
+from loadtest.workloads.base import WorkloadContext, WorkloadPlan
+from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
+
+SATURATION_PERCENT = 85.0
+STARTUP_GRACE_S = 60.0
+POLL_S = 0.5
+MAX_POOL = 20_000
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Where and how to report. ``reports`` names report formats (default: all);
+    ``python`` is the interpreter that runs the load generator (default: this one)."""
+
+    out_dir: Path | None = None
+    reports: tuple[str, ...] | None = None
+    progress: bool = False
+    console: Console | None = None
+    python: str | None = None
+
+
+@dataclass
+class _StageResult:
+    summary: StageSummary
+    records: list[RequestRecord]
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) -> Summary:
+    """Run every stage of ``config`` against its target and return the summary (also
+    written to ``options.out_dir`` with the reports, when given)."""
+    console = options.console or Console(stderr=True)
+    check_target(config)
+    work = Path(tempfile.mkdtemp(prefix="loadtest-"))
+    started = time.time()
+    scraper = None
+    if (url := config.target.resolved_metrics_url) is not None:
+        scraper = MetricsScraper(
+            url, model=config.target.model, interval_s=config.target.scrape_interval_s, t0_unix=started
+        )
+        scraper.scrape_now()
+        scraper.start()
+    tokenizer = functools.cache(lambda: load_tokenizer(config.tokenizer or default_tokenizer_path(config.target.model)))
+    results: list[_StageResult] = []
+    history: list[StageOutcome] = []
+    try:
+        with ProgressView(console, options.progress) as view:
+            while (plan := config.profile.next_stage(history)) is not None:
+                result = _run_stage(config, plan, work, tokenizer, scraper, started, view, options)
+                results.append(result)
+                s = result.summary
+                history.append(
+                    StageOutcome(plan=plan, passed=s.passed, reason=s.verdict_reason, achieved_rate=achieved_rate(s))
+                )
+                view.note(f"stage {plan.index} ({plan.label}): {_one_line(s)}")
+        if scraper is not None:
+            scraper.stop()
+        summary = _summarise(config, results, scraper, started)
+        if options.out_dir is not None:
+            records = [r for result in results for r in result.records]
+            write_reports(summary, records, options.out_dir, options.reports)
+            _keep_logs(work, options.out_dir)
+        return summary
+    finally:
+        if scraper is not None:
+            scraper.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def check_target(config: LoadTestConfig) -> None:
+    """Fail early when the target is unreachable or does not serve the model."""
+    url = f"{config.target.url}/v1/models"
+    headers = {"Authorization": f"Bearer {config.target.api_key}"} if config.target.api_key else {}
+    try:
+        response = httpx.get(url, timeout=config.target.connect_timeout_s, headers=headers)
+    except httpx.HTTPError as exc:
+        raise TargetError(f"cannot reach {config.target.url}: {exc}") from None
+    if response.status_code != 200:
+        return  # not every server lists models; the load test will show errors if any
+    try:
+        served = [m.get("id") for m in response.json().get("data", [])]
+    except (ValueError, AttributeError):
+        return
+    if served and config.target.model not in served:
+        raise TargetError(f"{config.target.url} does not serve {config.target.model!r}; it serves {served}")
+
+
+def pool_size(config: LoadTestConfig, plan: StagePlan, per_session: int) -> int:
+    """How many sessions to prepare for a stage (cycled if the run needs more)."""
+    if config.prompt_pool is not None:
+        return config.prompt_pool
+    if config.max_requests is not None:
+        return max(1, math.ceil(config.max_requests / per_session))
+    assert config.duration_s is not None
+    load = plan.load
+    if isinstance(load, OpenLoad):
+        expected = (load.start_rate + load.end_rate) / 2 * config.duration_s
+        return int(min(MAX_POOL, expected * 1.3 + 50))
+    return int(min(MAX_POOL, max(64, load.users * config.duration_s * 2 / per_session)))
+
+
+def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -> _StageResult:
+    folder = work / f"stage-{plan.index:02d}"
+    folder.mkdir(parents=True)
+    per_session = config.workload.requests_per_session
+    ctx = WorkloadContext(
+        seed=config.seed + 1000 * plan.index, chat=config.target.endpoint is Endpoint.CHAT, tokenizer_loader=tokenizer
+    )
+    workload_plan: WorkloadPlan = config.workload.build(pool_size(config, plan, per_session), ctx)
+    job = GeneratorJob(
+        config=config,
+        stage=plan,
+        plan_path=folder / "plan.json",
+        records_path=folder / "records.jsonl",
+        status_path=folder / "status.jsonl",
+        api_key=config.target.api_key,
+    )
+    job.plan_path.write_text(workload_plan.model_dump_json(), encoding="utf-8")
+    job_path = folder / "job.json"
+    job_path.write_text(job.model_dump_json(), encoding="utf-8")
+    if scraper is not None:
+        scraper.scrape_now()
+    child = GeneratorProcess(job_path, folder / "generator.log", options.python)
+    wall_start = time.time()
+    child.start()
+    progress = StageProgress(plan.label, plan.index, config.duration_s, config.max_requests)
+    tail = RecordTail(job.records_path)
+    statuses = RecordStatus(job.status_path)
+    killed = False
+    limit = config.stage_time_limit_s + STARTUP_GRACE_S
+    try:
+        while child.poll() is None:
+            time.sleep(POLL_S)
+            child.sample_cpu()
+            last = statuses.read()
+            progress.elapsed_s = last.t if last else 0.0
+            progress.in_flight = last.in_flight if last else 0
+            progress.add(tail.read_new())
+            cpu = cpu_percentages(child.cpu_samples[-3:], since_unix=wall_start)
+            progress.cpu_percent = cpu[-1][1] if cpu else None
+            progress.server = scraper.latest() if scraper else None
+            view.update(progress)
+            if time.time() - wall_start > limit:
+                killed = True
+                break
+    finally:
+        code = child.stop()  # also on Ctrl-C or an error here: never leave the generator behind
+    if scraper is not None:
+        scraper.scrape_now()
+    final = statuses.final()
+    first = statuses.first()
+    warnings: list[str] = []
+    if killed:
+        warnings.append(f"stage {plan.index}: the generator overran its {limit:g} s limit and was killed")
+    if code not in (0, None) and not killed:
+        tail_text = child.log_tail()
+        if first is None:
+            raise GeneratorError(f"the load generator failed to start (exit {code}):\n{tail_text}")
+        warnings.append(f"stage {plan.index}: the generator exited with code {code}: {tail_text[-300:]}")
+    if first is None:
+        raise GeneratorError(f"the load generator never started:\n{child.log_tail()}")
+    records, token_warning = fill_token_counts(read_records(job.records_path), tokenizer)
+    if token_warning:
+        warnings.append(f"stage {plan.index}: {token_warning}")
+    generator = _generator_report(child, first, final)
+    t0 = first.t0_unix
+    offset = t0 - started
+    samples = []
+    if scraper is not None:
+        samples = scraper.between(offset - 2 * POLL_S - 1.0, time.time() - started)
+    summary = build_stage(
+        records,
+        plan=plan,
+        window=config.measured_window,
+        timed=config.duration_s is not None,
+        objectives=config.slos,
+        started_unix=t0,
+        offset_s=offset,
+        generator=generator,
+        server_samples=samples,
+        max_error_rate=config.profile.max_error_rate,
+    )
+    if final is not None and final.session_wraps:
+        warnings.append(
+            f"stage {plan.index}: the prompt pool of {len(workload_plan.sessions)} sessions was reused "
+            f"{final.session_wraps} time(s); repeated prompts may hit the prefix cache (raise --prompt-pool)"
+        )
+    if final is not None and final.user_errors:
+        warnings.append(f"stage {plan.index}: {final.user_errors} errors inside the Locust user (see generator.log)")
+    return _StageResult(summary, records, warnings)
+
+
+class RecordStatus:
+    """Reads the generator's status lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lines: list[GeneratorStatus] = []
+        self._tail_offset = 0
+
+    def read(self) -> GeneratorStatus | None:
+        try:
+            with self.path.open("r", encoding="utf-8") as handle:
+                handle.seek(self._tail_offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            return None
+        complete = chunk[: chunk.rfind("\n") + 1]
+        self._tail_offset += len(complete.encode("utf-8"))
+        for line in complete.splitlines():
+            if line.strip():
+                self._lines.append(GeneratorStatus.model_validate_json(line))
+        return self._lines[-1] if self._lines else None
+
+    def first(self) -> GeneratorStatus | None:
+        self.read()
+        return next((s for s in self._lines if s.phase == "started"), None)
+
+    def final(self) -> GeneratorStatus | None:
+        self.read()
+        return next((s for s in reversed(self._lines) if s.phase == "final"), None)
+
+
+def _generator_report(child: GeneratorProcess, first: GeneratorStatus, final: GeneratorStatus | None) -> GeneratorReport:
+    cpu = cpu_percentages(child.cpu_samples, since_unix=first.t0_unix)
+    cpu = [(t, p) for t, p in cpu if t >= 0]
+    values = sorted(p for _, p in cpu)
+    p90 = percentile(values, 90) if values else None
+    return GeneratorReport(
+        cpu_seconds=final.cpu_seconds if final else None,
+        cpu_seconds_load=final.cpu_seconds_load if final else None,
+        cpu_percent_mean=sum(values) / len(values) if values else None,
+        cpu_percent_p90=p90,
+        cpu_percent_max=values[-1] if values else None,
+        loop_lag_p99_s=final.loop_lag_p99_s if final else None,
+        loop_lag_max_s=final.loop_lag_max_s if final else None,
+        saturated=p90 is not None and p90 >= SATURATION_PERCENT,
+        cpu_samples=tuple((round(t, 3), round(p, 2)) for t, p in cpu),
+    )
+
+
+def _summarise(config: LoadTestConfig, results: Sequence[_StageResult], scraper, started: float) -> Summary:
+    stages = tuple(r.summary for r in results)
+    sweep = None
+    headline = 0
+    if config.profile.searches_rate:
+        sweep = sweep_report(stages)
+        best = [s for s in stages if s.passed and s.plan.offered_rate == sweep.max_rate_meeting_slo]
+        headline = best[0].index if best else 0
+    server = ServerReport()
+    if scraper is not None:
+        server = ServerReport(
+            metrics_url=scraper.url,
+            scrapes_ok=scraper.ok,
+            scrapes_failed=scraper.failed,
+            last_error=scraper.last_error,
+            timeline=tuple(scraper.samples),
+        )
+    warnings = [w for r in results for w in r.warnings]
+    warnings.extend(collect_warnings(stages, server))
+    passed = stages[headline].passed if sweep is None else sweep.max_rate_meeting_slo is not None
+    return Summary(
+        tool_version=__version__,
+        started_unix=started,
+        ended_unix=time.time(),
+        config=config,
+        stages=stages,
+        headline_stage=headline,
+        sweep=sweep,
+        server=server,
+        warnings=tuple(warnings),
+        passed=passed,
+    )
+
+
+def _keep_logs(work: Path, out_dir: Path) -> None:
+    target = out_dir / "generator"
+    target.mkdir(parents=True, exist_ok=True)
+    for folder in sorted(work.glob("stage-*")):
+        for name in ("generator.log", "status.jsonl", "job.json"):
+            source = folder / name
+            if source.exists():
+                shutil.copy(source, target / f"{folder.name}.{name}")
+
+
+def _one_line(s: StageSummary) -> str:
+    verdict = "" if s.passed is None else (" PASS" if s.passed else f" FAIL ({s.verdict_reason})")
+    tok = s.throughput.output_tokens_per_s
+    return (
+        f"{s.requests.ok} ok / {s.requests.failed} failed, "
+        f"TTFT p95 {format_seconds(s.latency.ttft.p95)}, E2E p95 {format_seconds(s.latency.e2e.p95)}, "
+        f"{tok or 0:.0f} output tok/s{verdict}"
+    )
+

@@ -1,0 +1,226 @@
+"""Server-sent events and OpenAI streaming chunks (pure).
+
+:class:`SSEDecoder` turns arbitrary byte chunks into events following the WHATWG
+rules (any line ending, comments, multi-line ``data``, split UTF-8). :class:`StreamTimer`
+consumes the events of one OpenAI stream with their arrival times and yields the
+request's TTFT, inter-chunk gaps, usage and mid-stream error.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from dataclasses import dataclass, field
+
+from loadtest.errors import ParseError
+
+
+@dataclass(frozen=True)
+class SSEEvent:
+    """One dispatched event (``data`` lines joined with ``\\n``)."""
+
+    data: str
+    event: str | None = None
+    id: str | None = None
+
+
+class SSEDecoder:
+    """Incremental SSE decoder: ``feed`` bytes, get the completed events."""
+
+    def __init__(self) -> None:
+        self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._buffer = ""
+        self._pending_cr = False
+        self._first = True
+        self._data: list[str] = []
+        self._event: str | None = None
+        self._id: str | None = None
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Decode ``chunk`` and return every event it completes."""
+        text = self._text.decode(chunk)
+        if self._first and text:
+            text = text.removeprefix("\ufeff")
+            self._first = False
+        if self._pending_cr and text.startswith("\n"):
+            text = text[1:]
+        self._pending_cr = False
+        self._buffer += text
+        events: list[SSEEvent] = []
+        while True:
+            cut = _first_line_end(self._buffer)
+            if cut is None:
+                break
+            end, width = cut
+            if self._buffer[end] == "\r" and end + 1 == len(self._buffer):
+                # "\r" at the end: a following "\n" belongs to the same line ending.
+                self._pending_cr = True
+            line = self._buffer[:end]
+            self._buffer = self._buffer[end + width :]
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def close(self) -> list[SSEEvent]:
+        """End of stream: the unterminated last line is processed and pending data is
+        dispatched (the spec discards it; being lenient keeps a sloppy server's last
+        chunk countable)."""
+        self._buffer += self._text.decode(b"", final=True)
+        events: list[SSEEvent] = []
+        if self._buffer:
+            event = self._line(self._buffer)
+            self._buffer = ""
+            if event is not None:
+                events.append(event)
+        event = self._line("")
+        if event is not None:
+            events.append(event)
+        return events
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if line == "":
+            if not self._data:
+                self._event = None
+                return None
+            event = SSEEvent(data="\n".join(self._data), event=self._event, id=self._id)
+            self._data, self._event = [], None
+            return event
+        if line.startswith(":"):
+            return None
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self._id = value
+        return None
+
+
+def _first_line_end(buffer: str) -> tuple[int, int] | None:
+    positions = [p for p in (buffer.find("\r"), buffer.find("\n")) if p >= 0]
+    if not positions:
+        return None
+    end = min(positions)
+    width = 2 if buffer.startswith("\r\n", end) else 1
+    return end, width
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """What one ``data:`` payload of an OpenAI stream carries."""
+
+    done: bool = False
+    text: str = ""
+    has_choices: bool = False
+    usage: Usage | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+
+
+def parse_chunk(data: str) -> ChunkInfo:
+    """Interpret one ``data:`` payload (chat or completions). Raises :class:`ParseError`."""
+    if data.strip() == "[DONE]":
+        return ChunkInfo(done=True)
+    try:
+        body = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"stream chunk is not JSON: {data[:120]!r}") from exc
+    if not isinstance(body, dict):
+        raise ParseError(f"stream chunk is not a JSON object: {data[:120]!r}")
+    error = _error_text(body)
+    if error is not None:
+        return ChunkInfo(error=error)
+    usage = body.get("usage")
+    parsed_usage = None
+    if isinstance(usage, dict):
+        parsed_usage = Usage(_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
+    choices = body.get("choices") or []
+    text_parts: list[str] = []
+    finish = None
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            for key in ("content", "reasoning_content", "reasoning"):
+                value = delta.get(key)
+                if isinstance(value, str):
+                    text_parts.append(value)
+        elif isinstance(choice.get("text"), str):
+            text_parts.append(choice["text"])
+        finish = choice.get("finish_reason") or finish
+    return ChunkInfo(
+        text="".join(text_parts), has_choices=bool(choices), usage=parsed_usage, finish_reason=finish
+    )
+
+
+def _error_text(body: dict) -> str | None:
+    error = body.get("error")
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    if isinstance(error, str):
+        return error
+    if body.get("object") == "error":
+        return str(body.get("message") or body)
+    return None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass
+class StreamTimer:
+    """Timing state of one streamed response; times are seconds since the request was sent.
+
+    TTFT is the arrival of the first chunk with non-empty content (role-only and
+    usage-only chunks do not count); every later content chunk adds one gap.
+    """
+
+    ttft: float | None = None
+    last_content: float | None = None
+    gaps: list[float] = field(default_factory=list)
+    chunks: int = 0
+    text: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+    done: bool = False
+
+    def on_event(self, event: SSEEvent, at: float) -> None:
+        """Account for one event that arrived ``at`` seconds after sending."""
+        info = parse_chunk(event.data)
+        if info.done:
+            self.done = True
+            return
+        if info.error is not None:
+            self.error = info.error
+            return
+        if info.usage is not None:
+            self.usage = info.usage
+        if info.finish_reason:
+            self.finish_reason = info.finish_reason
+        if not info.text:
+            return
+        self.chunks += 1
+        self.text.append(info.text)
+        if self.ttft is None:
+            self.ttft = at
+        else:
+            assert self.last_content is not None
+            self.gaps.append(at - self.last_content)
+        self.last_content = at
+
+    @property
+    def output_text(self) -> str:
+        return "".join(self.text)

@@ -1,0 +1,167 @@
+"""``loadtest sweep`` and ``loadtest plan``.
+
+    loadtest sweep SPEC.yaml [--out DIR] [--set key=value ...] [--retry-failed]
+    loadtest plan --results DIR --traffic 4rps
+
+``sweep`` owns a local Ray cluster for its duration (in a loopback-only network
+namespace with ``--isolate-network``), measures the candidates the search proposes,
+and writes ``sweep.json``, ``report.md`` and ``plots/`` into DIR after every trial.
+Rerunning the same spec into the same DIR resumes; Ctrl-C leaves a valid partial report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from loadtest.errors import ConfigError
+
+if TYPE_CHECKING:  # the sweep's modules are imported by the commands that use them
+    from loadtest.sweep.report import SweepReport
+    from loadtest.sweep.results import RunRecord, Trial
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def add_sweep_commands(sub: argparse._SubParsersAction) -> None:
+    sweep = sub.add_parser("sweep", help="deploy candidate configurations and find the cheapest meeting the SLO")
+    sweep.add_argument("spec", type=Path, help="sweep spec YAML (see sweeps/)")
+    sweep.add_argument("--out", type=Path, default=None, help="results folder (default: results/sweep-<name>)")
+    sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a spec field, e.g. traffic.profile.rate_rps=4")
+    sweep.add_argument("--retry-failed", action="store_true", help="measure failed candidates again")
+    sweep.add_argument("--port", type=int, default=8000)
+    sweep.add_argument("--isolate-network", action="store_true",
+                       help="run inside a loopback-only network namespace (needs root)")
+    planning = sub.add_parser("plan", help="replicas and cost for a traffic level, from a sweep's measurements")
+    planning.add_argument("--results", type=Path, required=True, help="a sweep results folder")
+    planning.add_argument("--traffic", required=True, help="requests per second, e.g. 4 or 4rps")
+
+
+class LiveProgress:
+    """Rich progress of a sweep: trial, configuration, phase, elapsed and a rough ETA."""
+
+    def __init__(self, live: Live) -> None:
+        self.live = live
+        self.trial: Trial | None = None
+        self.number = self.grid = 0
+        self.phase = "starting"
+        self.started = self.trial_started = time.monotonic()
+        self.durations: list[float] = []
+        self.done: list[str] = []
+
+    def trial_started(self, trial: Trial, number: int, grid_size: int) -> None:
+        self.trial, self.number, self.grid = trial, number, grid_size
+        self.trial_started = time.monotonic()
+        self.set_phase("deploying")
+
+    def trial_finished(self, record: RunRecord, number: int, reused: bool) -> None:
+        if not reused:
+            self.durations.append(time.monotonic() - self.trial_started)
+        outcome = record.result.status.value
+        self.done.append(f"{record.candidate.id}: {outcome}{' (reused)' if reused else ''}")
+        self.trial = None
+        self.render()
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.render()
+
+    def render(self) -> None:
+        text = Text()
+        for line in self.done[-8:]:
+            text.append(f"  done  {line}\n", style="dim")
+        if self.trial is not None:
+            per_trial = sum(self.durations) / len(self.durations) if self.durations else None
+            eta = (f"; at most ~{per_trial * (self.grid - self.number) / 60:.0f} min more "
+                   f"(the search usually needs fewer)" if per_trial else "")
+            rates = ", ".join(f"{r:g}" for r in self.trial.offered_rates)
+            text.append(f"trial {self.number} (grid {self.grid}): {self.trial.candidate.id} at {rates} req/s\n",
+                        style="bold")
+            text.append(f"  {self.phase}; trial {time.monotonic() - self.trial_started:.0f} s, "
+                        f"sweep {time.monotonic() - self.started:.0f} s{eta}\n")
+        self.live.update(text)
+
+
+def answer_table(report: SweepReport) -> Table:
+    table = Table(title=f"sweep {report.spec.name}: {report.status.value}, {report.runs_needed} runs "
+                        f"of a {report.grid_size}-candidate grid")
+    for col in ("candidate", "status", "accel.", "req/s", "out tok/s", "TTFT p95", "TPOT p95", "E2E p95",
+                "cost/h", "cost / M tok", "scaling eff.", "SLO at target"):
+        table.add_column(col)
+    for row in report.runs:
+        t = row.target
+        ms = lambda v: "-" if v is None else f"{v * 1000:.0f} ms"  # noqa: E731
+        num = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
+        table.add_row(
+            row.candidate_id, row.status.value if not row.reason else f"{row.status.value}: {row.reason[:60]}",
+            str(row.accelerators), num(row.throughput_rps), num(row.throughput_output_tokens_per_s, "{:.0f}"),
+            ms(t.ttft_p95_s if t else None), ms(t.tpot_p95_s if t else None), ms(t.e2e_p95_s if t else None),
+            f"{row.cost_per_hour:.3f}", num(row.cost_per_million_output_tokens, "{:.3f}"),
+            num(row.scaling_efficiency), row.outcome_at_target.value)
+    return table
+
+
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
+
+    if args.isolate_network and not in_loopback_netns():
+        reexec_in_loopback_netns(python_argv("loadtest", sys.argv[1:]))
+    from loadtest.sweep.prices import load_price_table
+    from loadtest.sweep.runner import run_sweep
+    from loadtest.sweep.store import ResultsFolder
+    from loadtest.sweep.serveout_measurer import ServeoutMeasurer
+    from loadtest.sweep.spec_io import load_sweep_spec
+    from serving.config.model_spec import ModelCatalog
+    from serving.local_cluster import ClusterOptions, LocalCluster
+
+    spec = load_sweep_spec(args.spec, args.set)
+    prices = load_price_table(spec.prices)
+    out = args.out or Path("results") / f"sweep-{spec.name}"
+    folder = ResultsFolder(out)
+    catalog = ModelCatalog(Path(os.environ.get("SERVEOUT_MODELS_DIR", REPO_ROOT / "models")))
+    with LocalCluster(ClusterOptions(http_port=args.port)) as cluster, \
+            Live(Text("starting Ray"), console=console, refresh_per_second=2) as live:
+        progress = LiveProgress(live)
+        measurer = ServeoutMeasurer(spec, cluster, catalog=catalog, artifacts=out / "loadtests",
+                                    on_phase=progress.set_phase)
+        report = run_sweep(spec, prices, measurer, folder, observer=progress, retry_failed=args.retry_failed)
+    console.print(answer_table(report))
+    console.print(f"[bold]answer:[/] {report.answer.explanation}")
+    console.print(f"sweep.json, report.md and plots/ in {out}")
+    return 0 if report.answer.kind.value == "passing" else 1
+
+
+def cmd_plan(args: argparse.Namespace, console: Console) -> int:
+    from loadtest.sweep.capacity import plan
+    from loadtest.sweep.store import ResultsFolder
+
+    match = re.fullmatch(r"\s*([0-9.]+)\s*(rps|req/s)?\s*", args.traffic)
+    if not match:
+        raise ConfigError(f"--traffic wants requests per second, e.g. 4 or 4rps, not {args.traffic!r}")
+    traffic = float(match.group(1))
+    report = ResultsFolder(args.results).read_report()
+    if not report.capacity:
+        raise ConfigError(f"{args.results} holds no capacity measurements yet")
+    currency = report.prices.currency
+    table = Table(title=f"{traffic:g} req/s of {report.spec.model} ({report.spec.name})")
+    for col in ("shape", "replicas", "accelerators", f"{currency}/h", f"{currency} / M output tok",
+                "carries (req/s)", "next replica above (req/s)", "note"):
+        table.add_column(col)
+    fmt = lambda v, f="{:.3g}": "-" if v is None else f.format(v)  # noqa: E731
+    for row in plan(report.capacity, traffic):
+        table.add_row(row.shape_id, fmt(row.replicas, "{}"), fmt(row.accelerators, "{}"),
+                      fmt(row.cost_per_hour, "{:.3f}"), fmt(row.cost_per_million_output_tokens, "{:.3f}"),
+                      fmt(row.capacity_rps), fmt(row.next_replica_at_rps), row.reason)
+    console.print(table)
+    return 0

@@ -1,0 +1,125 @@
+"""The answer: the cheapest configuration meeting the SLO, or the closest one (pure).
+
+Rules:
+
+- *Passing* = measured at the target rate R and meeting every objective there.
+- Among passing runs the order is: lower cost per hour, then fewer accelerators,
+  then lower p95 E2E at R (unmeasured last), then candidate id (alphabetical), so
+  the choice is deterministic. The first is the answer, the second the runner-up.
+- If none passes, the *closest* is the run measured at R with the smallest worst
+  normalised ratio (``max`` over objectives of observed/limit, or
+  min_share/observed_share for goodput: 1.05 = 5% over its limit), then lower cost,
+  fewer accelerators, candidate id. Its failed objectives are reported worst first.
+
+The Pareto front is over runs measured at R: cost per million output tokens versus
+a p95 latency (E2E by default); a run is on it when no other run is at least as good
+on both and better on one.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+
+from loadtest.sweep.base import Strict
+from loadtest.sweep.figures import RunRow
+from loadtest.sweep.verdicts import Objective, ObjectiveVerdict
+
+TIE_BREAK = "lower cost per hour, then fewer accelerators, then lower p95 E2E, then candidate id"
+CLOSEST_RULE = "smallest worst normalised SLO ratio, then lower cost, fewer accelerators, candidate id"
+
+
+class AnswerKind(enum.StrEnum):
+    PASSING = "passing"
+    CLOSEST = "closest"
+    NONE = "none"
+
+
+class Answer(Strict):
+    """The sweep's conclusion."""
+
+    kind: AnswerKind
+    best: str | None = None
+    runner_up: str | None = None
+    verdicts: tuple[ObjectiveVerdict, ...] = ()
+    failed: tuple[Objective, ...] = ()
+    explanation: str
+
+
+def _inf(value: float | None) -> float:
+    return math.inf if value is None else value
+
+
+def passing_order(rows: Sequence[RunRow]) -> list[RunRow]:
+    """Passing rows, best first (see :data:`TIE_BREAK`)."""
+    passing = [r for r in rows if r.passes and r.target is not None]
+    return sorted(passing, key=lambda r: (r.cost_per_hour, r.accelerators, _inf(r.e2e_p95_s), r.candidate_id))
+
+
+def closest_order(rows: Sequence[RunRow]) -> list[RunRow]:
+    """Rows measured at the target, closest to passing first (see :data:`CLOSEST_RULE`)."""
+    measured = [r for r in rows if r.target is not None]
+    return sorted(measured, key=lambda r: (r.worst_ratio, r.cost_per_hour, r.accelerators, r.candidate_id))
+
+
+def choose(rows: Sequence[RunRow]) -> Answer:
+    """The cheapest passing run and the runner-up, or the closest failing one."""
+    passing = passing_order(rows)
+    if passing:
+        best = passing[0]
+        assert best.target is not None
+        runner = passing[1].candidate_id if len(passing) > 1 else None
+        return Answer(
+            kind=AnswerKind.PASSING,
+            best=best.candidate_id,
+            runner_up=runner,
+            verdicts=best.target.verdict.verdicts,
+            explanation=f"{best.candidate_id} is the cheapest of {len(passing)} passing "
+            f"configuration(s) at {best.cost_per_hour:.4g}/h; ties: {TIE_BREAK}",
+        )
+    closest = closest_order(rows)
+    if not closest:
+        return Answer(kind=AnswerKind.NONE, explanation="no configuration was measured at the target rate")
+    best = closest[0]
+    assert best.target is not None
+    failed = best.target.verdict.failed
+    ratio = best.worst_ratio
+    over = "unmeasurable" if math.isinf(ratio) else f"{(ratio - 1) * 100:.1f}% over its limit"
+    return Answer(
+        kind=AnswerKind.CLOSEST,
+        best=best.candidate_id,
+        runner_up=closest[1].candidate_id if len(closest) > 1 else None,
+        verdicts=best.target.verdict.verdicts,
+        failed=failed,
+        explanation=f"no configuration meets the SLO; closest is {best.candidate_id}, "
+        f"worst objective {failed[0].value if failed else '?'} {over}",
+    )
+
+
+def _latency(row: RunRow, objective: Objective) -> float | None:
+    if row.target is None:
+        return None
+    point = row.target.point
+    return {
+        Objective.TTFT_P95: point.ttft_p95_s,
+        Objective.TPOT_P95: point.tpot_p95_s,
+        Objective.E2E_P95: point.e2e_p95_s,
+    }[objective]
+
+
+def pareto_front(rows: Sequence[RunRow], latency: Objective = Objective.E2E_P95) -> tuple[str, ...]:
+    """Candidate ids on the cost-per-million-tokens vs p95 latency front, cheapest first."""
+    if latency is Objective.GOODPUT_SHARE:
+        raise ValueError("the Pareto front is over a latency objective")
+    pts = [
+        (r.cost_per_million_output_tokens, lat, r.candidate_id)
+        for r in rows
+        if r.cost_per_million_output_tokens is not None and (lat := _latency(r, latency)) is not None
+    ]
+    front = [
+        p
+        for p in pts
+        if not any(q[0] <= p[0] and q[1] <= p[1] and (q[0] < p[0] or q[1] < p[1]) for q in pts)
+    ]
+    return tuple(p[2] for p in sorted(front))

@@ -1,0 +1,225 @@
+"""The sweep spec: what to serve, at what traffic, against which SLO, over which space.
+
+A :class:`SweepSpec` is loaded from YAML (:func:`loadtest.sweep.spec_io.load_sweep_spec`)
+and is immutable. :func:`measurement_fingerprint` hashes the part of it that changes
+what a measurement means, so persisted results are reused only when they still apply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field, PositiveFloat, PositiveInt, model_validator
+
+from loadtest.errors import ConfigError
+from loadtest.sweep.base import Strict
+from loadtest.units import parse_duration
+from serving.config.model_spec import AcceleratorKind
+
+FINGERPRINT_VERSION = 1
+
+
+def _seconds(value: object) -> object:
+    """Accept ``"500ms"``, ``"2s"`` or a number of seconds (None passes through)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, (str, int, float)):
+        try:
+            return parse_duration(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
+OptionalSeconds = Seconds | None
+
+
+class LoadProfileSpec(Strict):
+    """An open-loop load profile of the load tester, by its registered name.
+
+    The sweep only needs the arrival rate; the name and burstiness are handed to the
+    load tester, which validates them. Each load point of a trial replaces
+    ``rate_rps`` with the point's offered rate.
+    """
+
+    name: str = Field("poisson", description="load tester profile name (open loop)")
+    rate_rps: PositiveFloat = Field(description="target traffic: requests per second")
+    burstiness: PositiveFloat = Field(1.0, description="gamma shape; 1.0 = Poisson")
+
+
+class WorkloadSpec(Strict):
+    """A load tester workload, by its registered name, with exact token lengths."""
+
+    name: str = Field("random", description="load tester workload name (random: exact token lengths)")
+    input_tokens: PositiveInt
+    output_tokens: PositiveInt
+
+
+class TrafficSpec(Strict):
+    """The target traffic, handed to the load tester for every load point.
+
+    Minimal on purpose: the load tester's own config types were not final when the
+    sweep was written; the orchestration maps this onto them.
+    """
+
+    profile: LoadProfileSpec
+    workload: WorkloadSpec
+    duration_s: Seconds = Field(60.0, description="measured window of one load point")
+    warmup_s: Annotated[float, BeforeValidator(_seconds), Field(ge=0)] = 10.0
+    seed: int = 0
+
+    @property
+    def rate_rps(self) -> float:
+        return self.profile.rate_rps
+
+
+class SloSpec(Strict):
+    """The service-level objective at the target traffic (unset objectives are ignored).
+
+    Latency limits are seconds (``"500ms"`` and ``"2s"`` are accepted); each is an
+    upper bound on the run's p95. ``min_goodput_share`` is a lower bound on the share
+    of sent requests that met every per-request latency objective.
+    """
+
+    ttft_p95: OptionalSeconds = None
+    tpot_p95: OptionalSeconds = None
+    e2e_p95: OptionalSeconds = None
+    min_goodput_share: float | None = Field(None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _some_objective(self) -> SloSpec:
+        if all(v is None for v in (self.ttft_p95, self.tpot_p95, self.e2e_p95, self.min_goodput_share)):
+            raise ValueError("the SLO needs at least one objective")
+        return self
+
+    def as_loadtest_slo(self) -> str:
+        """The latency objectives in the load tester's ``--slo`` syntax (goodput uses them)."""
+        parts = [
+            f"{key}={value * 1000:g}ms"
+            for key, value in (("ttft_p95", self.ttft_p95), ("tpot_p95", self.tpot_p95), ("e2e_p95", self.e2e_p95))
+            if value is not None
+        ]
+        return ",".join(parts)
+
+
+class ReplicaRange(Strict):
+    """Replica counts to consider; ``max: null`` means as many as the budget fits.
+
+    The capacity search still probes ONE replica of each shape when ``min > 1``
+    (that is how it measures per-replica capacity).
+    """
+
+    min: PositiveInt = 1
+    max: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ReplicaRange:
+        if self.max is not None and self.max < self.min:
+            raise ValueError("replicas.max must be >= replicas.min")
+        return self
+
+
+def _unique(values: tuple[object, ...], what: str) -> tuple[object, ...]:
+    if not values:
+        raise ValueError(f"{what} needs at least one value")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} has duplicates: {list(values)}")
+    return values
+
+
+class SpaceSpec(Strict):
+    """The configuration space: TP sizes x replica counts x capacity engine settings.
+
+    ``null`` in an engine-setting list means "the model spec's own value".
+    """
+
+    tensor_parallel: tuple[PositiveInt, ...] = (1,)
+    replicas: ReplicaRange = ReplicaRange()
+    max_num_seqs: tuple[PositiveInt | None, ...] = (None,)
+    max_num_batched_tokens: tuple[Annotated[int, Field(ge=16)] | None, ...] = (None,)
+
+    @model_validator(mode="after")
+    def _lists(self) -> SpaceSpec:
+        _unique(self.tensor_parallel, "space.tensor_parallel")
+        _unique(self.max_num_seqs, "space.max_num_seqs")
+        _unique(self.max_num_batched_tokens, "space.max_num_batched_tokens")
+        return self
+
+
+class BudgetSpec(Strict):
+    """The accelerators available: ``nodes`` x ``accelerators_per_node`` of one kind.
+
+    For CPU an "accelerator" is one core. ``accelerators_per_rank`` is what one
+    tensor-parallel rank occupies (1 GPU, or N cores). ``max_accelerators`` caps the
+    total below the hardware (e.g. a quota).
+    """
+
+    accelerator: AcceleratorKind
+    nodes: PositiveInt = 1
+    accelerators_per_node: PositiveInt
+    accelerators_per_rank: PositiveInt = 1
+    max_accelerators: PositiveInt | None = None
+
+    @property
+    def total(self) -> int:
+        """Accelerators the sweep may use at once."""
+        hardware = self.nodes * self.accelerators_per_node
+        return hardware if self.max_accelerators is None else min(hardware, self.max_accelerators)
+
+
+class SearchSettings(Strict):
+    """How the configuration space is searched (see :mod:`loadtest.sweep.strategies`)."""
+
+    strategy: str = Field("capacity-search", description="registered strategy name")
+    ladder_factor: float = Field(
+        2.0, gt=1, description="probe ladder: one replica at R/n for n growing by this factor"
+    )
+    assumed_scaling_efficiency: float = Field(
+        1.0, gt=0, le=1, description="used to predict replicas until one is measured"
+    )
+    extra_rate_factors: tuple[Annotated[float, Field(gt=1)], ...] = Field(
+        (), description="also measure each target trial at R x factor (p95 vs offered rate)"
+    )
+
+
+class SweepSpec(Strict):
+    """One sweep: a model, its target traffic and SLO, the space, the budget, the prices."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    description: str = ""
+    tested_here: bool = Field(False, description="false for specs documented but not run here")
+    model: str = Field(description="model spec name (models/<name>.yaml)")
+    prices: Path = Field(Path("prices.yaml"), description="price table; relative to the spec file")
+    traffic: TrafficSpec
+    slo: SloSpec
+    space: SpaceSpec
+    budget: BudgetSpec
+    search: SearchSettings = SearchSettings()
+
+    @property
+    def target_rps(self) -> float:
+        return self.traffic.rate_rps
+
+
+def measurement_fingerprint(spec: SweepSpec) -> str:
+    """A short stable hash of what a measurement depends on.
+
+    Included: model, traffic, SLO (the load tester counts goodput against it),
+    accelerator kind and accelerators per rank (how a candidate is deployed).
+    Excluded: prices, budget size, space lists and search settings, which only
+    decide *which* candidates are measured, so changing them reuses results.
+    """
+    payload = {
+        "v": FINGERPRINT_VERSION,
+        "model": spec.model,
+        "traffic": spec.traffic.model_dump(mode="json"),
+        "slo": spec.slo.model_dump(mode="json"),
+        "accelerator": spec.budget.accelerator.value,
+        "accelerators_per_rank": spec.budget.accelerators_per_rank,
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -1,0 +1,83 @@
+"""What a workload is: a builder of sessions (conversations) sent by the load generator.
+
+A :class:`Session` is one or more user turns; single-turn workloads have one turn per
+session. Long system prompts are stored once in :class:`WorkloadPlan.systems` and
+referenced by index. Plans are built in the orchestrator (where the tokenizer lives)
+and handed to the load generator as a JSON file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from loadtest.workloads.tokens import TokenizerLike
+
+
+class Turn(BaseModel):
+    """One user message and the output length asked for it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    content: str
+    max_tokens: int | None = Field(None, ge=1)
+    expected_prompt_tokens: int | None = None
+
+
+class Session(BaseModel):
+    """A conversation: turns sent in order, each after the previous answer arrived."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    turns: tuple[Turn, ...] = Field(min_length=1)
+    system: int | None = None
+    think_time_s: float = Field(0.0, ge=0.0)
+
+
+class WorkloadPlan(BaseModel):
+    """Everything the load generator sends: sessions plus the shared system prompts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    systems: tuple[str, ...] = ()
+    sessions: tuple[Session, ...] = Field(min_length=1)
+
+    def system_text(self, session: Session) -> str | None:
+        return None if session.system is None else self.systems[session.system]
+
+
+@dataclass(frozen=True)
+class WorkloadContext:
+    """What a workload may use while building: a seed and, lazily, the model's tokenizer.
+
+    ``chat`` tells whether requests go to the chat endpoint (whose template adds
+    tokens around each message).
+    """
+
+    seed: int
+    chat: bool
+    tokenizer_loader: Callable[[], TokenizerLike]
+
+    def tokenizer(self) -> Any:
+        return self.tokenizer_loader()
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """The protocol every workload implements (workloads are pydantic models)."""
+
+    kind: str
+    needs_tokenizer: ClassVar[bool]
+
+    @property
+    def requests_per_session(self) -> int:
+        """How many requests (turns) one session sends."""
+        ...
+
+    def build(self, count: int, ctx: WorkloadContext) -> WorkloadPlan:
+        """A plan with ``count`` sessions."""
+        ...

@@ -1,0 +1,75 @@
+"""A short real sweep: two configurations of the default model (1 and 2 replicas),
+deployed through serving's app builder, load-tested by `loadtest run` in its own
+process, then resumed without re-running anything."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from loadtest.sweep.prices import load_price_table
+from loadtest.sweep.runner import run_sweep
+from loadtest.sweep.serveout_measurer import ServeoutMeasurer
+from loadtest.sweep.spec_io import load_sweep_spec
+from loadtest.sweep.store import ResultsFolder
+from tests.integration.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+SPEC = {
+    "name": "it-sweep",
+    "model": "smollm2-135m-instruct",
+    "prices": str(REPO / "sweeps" / "prices.yaml"),
+    "traffic": {"profile": {"name": "poisson", "rate_rps": 1.0},
+                "workload": {"name": "random", "input_tokens": 64, "output_tokens": 16},
+                "duration_s": "8s", "warmup_s": "2s", "seed": 1},
+    "slo": {"ttft_p95": "20s", "e2e_p95": "60s", "min_goodput_share": 0.5},
+    "space": {"tensor_parallel": [1], "replicas": {"min": 1, "max": 2}},
+    "budget": {"accelerator": "cpu", "nodes": 1, "accelerators_per_node": 2, "accelerators_per_rank": 1},
+    "search": {"strategy": "grid"},
+}
+
+
+class CountingMeasurer:
+    """Wraps the real measurer and counts the trials it is asked to measure."""
+
+    def __init__(self, inner: ServeoutMeasurer) -> None:
+        self.inner, self.calls = inner, 0
+
+    def measure(self, trial):
+        self.calls += 1
+        return self.inner.measure(trial)
+
+
+def test_sweep_end_to_end_then_resume(stack, tmp_path):
+    spec_path = tmp_path / "sweep.yaml"
+    spec_path.write_text(yaml.safe_dump(SPEC))
+    spec = load_sweep_spec(spec_path)
+    prices = load_price_table(spec.prices)
+    out = tmp_path / "results"
+    stack.config = None  # the sweep redeploys the app; later tests must redeploy theirs
+    measurer = CountingMeasurer(ServeoutMeasurer(spec, stack.cluster, catalog=stack.catalog,
+                                                 artifacts=out / "loadtests"))
+    first = run_sweep(spec, prices, measurer, ResultsFolder(out))
+    assert measurer.calls == 2 and first.runs_measured == 2
+    assert first.status.value == "complete"
+    ok_runs = [r for r in first.runs if r.status.value == "ok"]
+    assert {r.candidate.replicas for r in ok_runs} == {1, 2}, [(r.candidate_id, r.reason) for r in first.runs]
+    for row in ok_runs:
+        assert row.accelerators == row.candidate.replicas
+        assert row.throughput_output_tokens_per_s > 0 and row.cost_per_million_output_tokens > 0
+    assert first.answer.best in {r.candidate_id for r in ok_runs}
+    saved = json.loads((out / "sweep.json").read_text())
+    assert saved["kind"] == "serveout.sweep" and len(saved["runs"]) == 2
+    assert (out / "report.md").read_text().count("tp1-r") >= 2
+    assert list((out / "plots").glob("*.png"))
+    assert len(list((out / "loadtests").glob("*/summary.json"))) >= 2
+
+    again = CountingMeasurer(measurer.inner)
+    resumed = run_sweep(spec, prices, again, ResultsFolder(out))
+    assert again.calls == 0
+    assert resumed.runs_reused == 2 and resumed.runs_measured == 0
+    assert resumed.answer.best == first.answer.best

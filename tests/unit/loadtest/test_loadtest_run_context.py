@@ -1,0 +1,74 @@
+"""The generator's shared pacing state, driven by a fake clock."""
+
+from loadtest.generator.context import RunContext
+from loadtest.workloads import Session, Turn, WorkloadPlan
+
+PLAN = WorkloadPlan(sessions=tuple(Session(id=i, turns=(Turn(content=str(i)),)) for i in range(3)))
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def context(**kwargs):
+    clock = Clock()
+    kwargs.setdefault("arrivals", None)
+    kwargs.setdefault("max_requests", None)
+    kwargs.setdefault("load_duration_s", None)
+    run = RunContext(plan=PLAN, clock=clock, **kwargs)
+    run.start()
+    return run, clock
+
+
+def test_sessions_cycle_and_count_wraps():
+    run, _ = context()
+    ids = [run.next_session().id for _ in range(7)]
+    assert ids == [0, 1, 2, 0, 1, 2, 0] and run.session_wraps == 2
+
+
+def test_request_budget():
+    run, _ = context(max_requests=2)
+    assert run.take_request() == 0 and run.take_request() == 1
+    assert run.take_request() is None and not run.issuing()
+    assert not run.done()  # two in flight
+    run.finish(None)
+    run.finish(None)
+    assert run.done() and run.completed == 2
+
+
+def test_duration_stops_issuing():
+    run, clock = context(load_duration_s=10.0)
+    assert run.issuing() and run.take_request() == 0
+    clock.t += 10.0
+    assert run.now() == 10.0 and not run.issuing() and run.take_request() is None
+    run.finish(None)
+    assert run.done()
+
+
+def test_open_loop_arrivals():
+    run, clock = context(arrivals=[0.0, 0.5, 1.0, 12.0], load_duration_s=10.0)
+    assert run.open_loop
+    assert [run.take_arrival() for _ in range(3)] == [0.0, 0.5, 1.0]
+    assert run.take_arrival() is None  # beyond the duration
+    run2, _ = context(arrivals=[0.0])
+    assert run2.take_arrival() == 0.0 and run2.take_arrival() is None
+    assert not run2.issuing() and run2.done()
+
+
+def test_session_in_think_time_keeps_the_stage_alive():
+    run, _ = context(arrivals=[0.0])
+    run.take_arrival()
+    run.session_started()
+    assert not run.done()
+    run.session_ended()
+    assert run.done()
+
+
+def test_stop():
+    run, _ = context()
+    run.stop()
+    assert not run.issuing() and run.take_request() is None and run.done()

@@ -1,0 +1,162 @@
+"""Fakes and builders for the sweep's unit tests.
+
+``FakeClusterMeasurer`` is a FAKE: a toy world where a shape's N replicas carry
+``N * c / (1 + a (N - 1))`` req/s within the SLO and a per-shape TPOT floor may make
+it fail at any load. It exists only to drive the pure search and loop in tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from loadtest.sweep import (
+    BudgetSpec,
+    LoadPoint,
+    LoadProfileSpec,
+    MeasuredResult,
+    PriceTable,
+    RunRecord,
+    RunStatus,
+    SearchSettings,
+    SloSpec,
+    SpaceSpec,
+    SweepSpec,
+    TrafficSpec,
+    Trial,
+    WorkloadSpec,
+    evaluate_point,
+)
+from loadtest.sweep.spec import ReplicaRange
+from serving.config.model_spec import AcceleratorKind
+
+SLO = SloSpec(ttft_p95=1.0, tpot_p95=0.05, e2e_p95=10.0, min_goodput_share=0.9)
+PRICES = PriceTable(
+    per_accelerator_hour={AcceleratorKind.CPU: 0.05, AcceleratorKind.H200: 4.0, AcceleratorKind.B300: 7.0}
+)
+
+
+def make_spec(
+    *,
+    rate: float = 10.0,
+    tp: tuple[int, ...] = (1,),
+    replicas_max: int | None = None,
+    accelerator: AcceleratorKind = AcceleratorKind.H200,
+    nodes: int = 3,
+    per_node: int = 8,
+    per_rank: int = 1,
+    strategy: str = "capacity-search",
+    assumed_efficiency: float = 1.0,
+    extra_rate_factors: tuple[float, ...] = (),
+    max_num_seqs: tuple[int | None, ...] = (None,),
+    slo: SloSpec = SLO,
+) -> SweepSpec:
+    return SweepSpec(
+        name="test",
+        model="test-model",
+        traffic=TrafficSpec(
+            profile=LoadProfileSpec(rate_rps=rate),
+            workload=WorkloadSpec(input_tokens=128, output_tokens=100),
+            duration_s=60,
+        ),
+        slo=slo,
+        space=SpaceSpec(
+            tensor_parallel=tp, replicas=ReplicaRange(max=replicas_max), max_num_seqs=max_num_seqs
+        ),
+        budget=BudgetSpec(
+            accelerator=accelerator, nodes=nodes, accelerators_per_node=per_node, accelerators_per_rank=per_rank
+        ),
+        search=SearchSettings(
+            strategy=strategy, assumed_scaling_efficiency=assumed_efficiency, extra_rate_factors=extra_rate_factors
+        ),
+    )
+
+
+def passing_point(rate: float, *, e2e: float = 2.0, tokens: float = 100.0) -> LoadPoint:
+    sent = max(1, round(rate * 60))
+    return LoadPoint(
+        offered_rps=rate, duration_s=60, requests_sent=sent, requests_ok=sent, requests_good=sent,
+        achieved_rps=rate, output_tokens_per_s=rate * tokens, ttft_p95_s=0.2, tpot_p95_s=0.02,
+        e2e_p95_s=e2e, goodput_rps=rate,
+    )
+
+
+def failing_point(rate: float, *, e2e: float = 20.0, achieved: float | None = None) -> LoadPoint:
+    sent = max(1, round(rate * 60))
+    got = rate if achieved is None else achieved
+    return LoadPoint(
+        offered_rps=rate, duration_s=60, requests_sent=sent, requests_ok=sent, requests_good=sent // 2,
+        achieved_rps=got, output_tokens_per_s=got * 100, ttft_p95_s=3.0, tpot_p95_s=0.04,
+        e2e_p95_s=e2e, goodput_rps=got / 2,
+    )
+
+
+def record(trial: Trial, *points: LoadPoint, status: RunStatus = RunStatus.OK, reason: str | None = None) -> RunRecord:
+    return RunRecord(trial=trial, result=MeasuredResult(status=status, reason=reason, points=points))
+
+
+@dataclass
+class FakeClusterMeasurer:
+    """FAKE measurer over a toy capacity world (see the module docstring)."""
+
+    slo: SloSpec
+    per_replica_rps: dict[int, float]
+    contention: float = 0.0
+    tpot_floor_s: dict[int, float] = field(default_factory=dict)
+    deploy_failures: dict[str, str] = field(default_factory=dict)
+    crashes: dict[str, str] = field(default_factory=dict)
+    stop_at_first_failure: bool = True
+    output_tokens: int = 100
+    calls: list[Trial] = field(default_factory=list)
+
+    def capacity(self, tp: int, replicas: int) -> float:
+        return replicas * self.per_replica_rps[tp] / (1 + self.contention * (replicas - 1))
+
+    def point(self, tp: int, replicas: int, rate: float) -> LoadPoint:
+        cap = self.capacity(tp, replicas)
+        u = rate / cap
+        floor = self.tpot_floor_s.get(tp, 0.5 * (self.slo.tpot_p95 or 1.0))
+        sent = max(1, round(rate * 60))
+        achieved = min(rate, cap)
+        good = sent if u <= 1 and floor <= (self.slo.tpot_p95 or math.inf) else sent // 3
+        scale = 0.5 * u if u <= 1 else 1.5 * u
+        return LoadPoint(
+            offered_rps=rate, duration_s=60, requests_sent=sent, requests_ok=sent, requests_good=good,
+            achieved_rps=achieved, output_tokens_per_s=achieved * self.output_tokens,
+            ttft_p95_s=scale * (self.slo.ttft_p95 or 1.0), tpot_p95_s=floor,
+            e2e_p95_s=scale * (self.slo.e2e_p95 or 10.0), goodput_rps=good / 60,
+        )
+
+    def measure(self, trial: Trial) -> MeasuredResult:
+        self.calls.append(trial)
+        c = trial.candidate
+        if c.id in self.deploy_failures:
+            return MeasuredResult(status=RunStatus.FAILED_TO_DEPLOY, reason=self.deploy_failures[c.id])
+        if c.id in self.crashes:
+            return MeasuredResult(status=RunStatus.CRASHED, reason=self.crashes[c.id])
+        points = []
+        for rate in trial.offered_rates:
+            point = self.point(c.tp, c.replicas, rate)
+            points.append(point)
+            if self.stop_at_first_failure and not evaluate_point(point, self.slo).passed:
+                break
+        return MeasuredResult(status=RunStatus.OK, points=tuple(points), wall_time_s=1.0)
+
+
+@dataclass
+class InterruptingMeasurer:
+    """FAKE measurer that delegates and raises KeyboardInterrupt on call number ``at``."""
+
+    inner: FakeClusterMeasurer
+    at: int
+    calls: int = 0
+
+    def measure(self, trial: Trial) -> MeasuredResult:
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return self.inner.measure(trial)
+
+
+def fixed_clock() -> str:
+    return "2025-01-01T00:00:00+00:00"

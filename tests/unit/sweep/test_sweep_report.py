@@ -1,0 +1,94 @@
+"""Pure report rendering: report.md text and PNG plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loadtest.sweep import (
+    CapacitySearch,
+    MeasuredResult,
+    ReportStatus,
+    RunRecord,
+    SearchSpace,
+    Trial,
+    build_report,
+    render_markdown,
+)
+from loadtest.sweep.plots import write_plots
+from serving.config.model_spec import AcceleratorKind
+
+from sweep_fakes import PRICES, FakeClusterMeasurer, fixed_clock, make_spec
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def searched_report(**world):
+    spec = make_spec(rate=3.0, tp=(1, 2), accelerator=AcceleratorKind.CPU, nodes=1, per_node=2, replicas_max=2,
+                     extra_rate_factors=(1.5,))
+    space = SearchSpace(spec, PRICES)
+    fake = FakeClusterMeasurer(slo=spec.slo, **world)
+    history: list[RunRecord] = []
+    strategy = CapacitySearch()
+    while (trial := strategy.next_trial(space, history)) is not None:
+        history.append(RunRecord(trial=trial, result=fake.measure(trial)))
+    return build_report(space, strategy.kind, history, status=ReportStatus.COMPLETE, generated_at=fixed_clock(),
+                        notes=strategy.notes(space, history))
+
+
+def test_markdown_has_the_answer_runs_capacity_and_assumptions():
+    report = searched_report(per_replica_rps={1: 2.0, 2: 2.5})
+    text = render_markdown(report)
+    assert text.startswith("# Sweep `test` (complete)")
+    assert "**Cheapest configuration meeting the SLO: `tp1-r2-seqsdef-mbtdef`**" in text
+    assert "Runner-up: `tp2-r1-seqsdef-mbtdef`" not in text  # TP2 x 1 fails at 3 req/s
+    assert "| objective | limit | observed | margin | verdict |" in text
+    assert "for a grid of 3" in text
+    assert "### p95 against offered rate" in text  # the probe measured two rates
+    assert "## Capacity model" in text and "c1 = 1.5 req/s" in text
+    assert "## Assumptions" in text and "## Search notes" in text
+    assert "an editable assumption" in text
+
+
+def test_markdown_when_nothing_passes_names_the_failed_objective():
+    report = searched_report(per_replica_rps={1: 2.0, 2: 2.5}, tpot_floor_s={1: 0.2, 2: 0.2})
+    text = render_markdown(report)
+    assert "No configuration meets the SLO; closest" in text
+    assert "Failed objective(s), worst first: tpot_p95" in text
+    assert "No shape met the SLO on one replica" in text
+
+
+def test_markdown_of_an_empty_partial_report():
+    spec = make_spec()
+    space = SearchSpace(spec, PRICES)
+    report = build_report(space, "grid", [], status=ReportStatus.PARTIAL, generated_at=fixed_clock())
+    text = render_markdown(report)
+    assert "(partial)" in text and "no configuration was measured at the target rate" in text
+
+
+def test_plots_are_pngs(tmp_path: Path):
+    report = searched_report(per_replica_rps={1: 2.0, 2: 2.5})
+    written = write_plots(report, tmp_path)
+    assert sorted(p.name for p in written) == ["cost_vs_latency.png", "p95_vs_rate.png", "scaling.png"]
+    for path in written:
+        assert path.read_bytes()[:8] == PNG and path.stat().st_size > 5_000
+
+
+def test_plots_of_an_empty_report_skip_the_rate_plot(tmp_path: Path):
+    spec = make_spec()
+    space = SearchSpace(spec, PRICES)
+    report = build_report(space, "grid", [], status=ReportStatus.PARTIAL, generated_at=fixed_clock())
+    assert sorted(p.name for p in write_plots(report, tmp_path)) == ["cost_vs_latency.png", "scaling.png"]
+
+
+def test_saturated_generator_is_a_warning():
+    report = searched_report(per_replica_rps={1: 2.0, 2: 2.5})
+    run = report.runs[0]
+    point = run.points[0].point.model_copy(update={"generator_saturated": True})
+    rec = RunRecord(
+        trial=Trial(candidate=run.candidate, offered_rates=(point.offered_rps,)),
+        result=MeasuredResult(status=run.status, points=(point,)),
+    )
+    again = build_report(SearchSpace(report.spec, PRICES), "grid", [rec], status=ReportStatus.PARTIAL,
+                         generated_at=fixed_clock())
+    assert any("saturated" in w for w in again.warnings)
+    assert "## Warnings" in render_markdown(again)
