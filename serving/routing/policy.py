@@ -52,14 +52,16 @@ class RoutingRequest:
 class ReplicaLoad:
     """One live replica and what is known about its load.
 
-    Three sources, each a lower bound on the replica's current load:
-    ``engine`` (waiting + running from the replica's last stats poll, about one
-    period stale, but counting every gateway's requests), ``assigned`` (requests
-    this router has assigned to the replica and not seen finish: live, and
-    counting requests chosen but not yet sent, which closes the cold-start herd
-    window), and ``serve_queue_len`` (Serve's cached ongoing-request count for
-    the replica, refreshed on every send and rejection reply). :attr:`load` is
-    their maximum.
+    :attr:`load` is the replica's ongoing requests (for an engine replica, its engine's
+    waiting + running) from the two *live* sources: ``assigned`` (requests this router
+    has assigned to the replica and not seen finish, counting requests chosen but not
+    yet sent, which closes the cold-start herd window) and ``serve_queue_len``
+    (Serve's cached ongoing-request count for the replica, refreshed on every send,
+    completion and probe, covering every gateway's requests). ``engine`` (the
+    replica's polled stats) is kept for metrics only: it arrives about one poll
+    period late, and using it as load was measured to pile requests on whichever
+    replica had *just finished* work (least-loaded then ran at half the throughput
+    of round-robin on two replicas; see docs/serving.md).
     """
 
     replica_id: str
@@ -69,8 +71,7 @@ class ReplicaLoad:
 
     @property
     def load(self) -> int:
-        engine_depth = self.engine.queue_depth if self.engine is not None else 0
-        return max(engine_depth, self.assigned, self.serve_queue_len or 0)
+        return max(self.assigned, self.serve_queue_len or 0)
 
 
 @dataclass(frozen=True)

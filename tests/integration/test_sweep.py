@@ -5,7 +5,6 @@ process, then resumed without re-running anything."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml

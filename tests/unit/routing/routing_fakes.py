@@ -10,9 +10,9 @@ from serving.routing.policy import Ranking, ReplicaLoad, RoutingPolicy, RoutingR
 
 
 def loads(**load_by_replica: int) -> list[ReplicaLoad]:
-    """``loads(a=0, b=3)``: replicas whose load is the given engine queue depth."""
+    """``loads(a=0, b=3)``: replicas whose load (Serve's live queue length) is given."""
     return [
-        ReplicaLoad(replica_id, engine=EngineStats(replica_id, waiting=load))
+        ReplicaLoad(replica_id, serve_queue_len=load)
         for replica_id, load in load_by_replica.items()
     ]
 

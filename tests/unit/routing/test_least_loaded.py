@@ -57,12 +57,12 @@ def test_empty_replicas_give_an_empty_order():
     assert rank(LeastLoadedPolicy(), REQUEST, []).order == ()
 
 
-def test_load_is_the_largest_of_stale_stats_live_assignments_and_serve_queue():
-    stats = EngineStats("a", waiting=2, running=5)
+def test_load_is_live_assignments_or_serve_queue_never_stale_stats():
+    stale = EngineStats("a", waiting=2, running=5)  # polled a period ago: ignored
     assert ReplicaLoad("a").load == 0
-    assert ReplicaLoad("a", engine=stats).load == 7
-    assert ReplicaLoad("a", engine=stats, assigned=9).load == 9
-    assert ReplicaLoad("a", engine=stats, assigned=1, serve_queue_len=11).load == 11
+    assert ReplicaLoad("a", engine=stale).load == 0
+    assert ReplicaLoad("a", engine=stale, assigned=9).load == 9
+    assert ReplicaLoad("a", engine=stale, assigned=1, serve_queue_len=11).load == 11
     assert ReplicaLoad("a", engine=None, assigned=3).load == 3
 
 

@@ -51,13 +51,13 @@ def test_a_chosen_request_counts_as_load_until_it_finishes():
     assert core.assigned("a") == core.assigned("b") == 0
 
 
-def test_load_combines_stale_stats_live_assignments_and_serve_queue():
+def test_load_comes_from_live_assignments_and_serve_queue_not_stale_stats():
     core = RoutingCore(LeastLoadedPolicy(), RouterMetrics("engine"))
     core.update_replicas({"a": EngineStats("a", waiting=4), "b": None})
     choose(core, RoutingRequest("q1"), [Candidate("b")])
     by_id = {r.replica_id: r for r in core.loads([Candidate("a"), Candidate("b", serve_queue_len=6)])}
-    assert (by_id["a"].load, by_id["b"].load) == (4, 6)
-    assert by_id["b"].assigned == 1
+    assert (by_id["a"].load, by_id["b"].load) == (0, 6)
+    assert by_id["b"].assigned == 1 and by_id["a"].engine.waiting == 4
 
 
 def test_routed_generation_requests_are_counted_where_serve_sent_them():
@@ -76,10 +76,11 @@ def test_routed_generation_requests_are_counted_where_serve_sent_them():
 def test_control_calls_go_least_loaded_and_are_not_counted():
     metrics = RouterMetrics("engine")
     core = RoutingCore(RoundRobinPolicy(), metrics, rng=random.Random(0))
-    core.update_replicas({"a": EngineStats("a", running=5), "b": EngineStats("b")})
+    core.update_replicas({"a": EngineStats("a"), "b": EngineStats("b")})
+    busy = [Candidate("a", serve_queue_len=5), Candidate("b")]
     for i in range(5):
         request = RoutingRequest(f"stats{i}")
-        assert choose(core, request, generation=False)[0] == "b"
+        assert choose(core, request, busy, generation=False)[0] == "b"
         core.on_routed(request, "b")
         core.on_finished(request.request_id)
     assert metrics.snapshot().routed == {}

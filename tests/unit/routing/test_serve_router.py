@@ -150,8 +150,9 @@ def test_control_calls_go_least_loaded_and_are_not_counted():
     async def scenario():
         registry = CollectorRegistry()
         router = make_router("round-robin", registry)
-        busy, idle = FakeRunningReplica("busy", EngineStats("busy", running=9)), FakeRunningReplica("idle")
+        busy, idle = FakeRunningReplica("busy"), FakeRunningReplica("idle")
         router.update_replicas([busy, idle])
+        router.replica_queue_len_cache.update(busy.replica_id, 7)
         for i in range(3):
             call = pending(f"s{i}", method="stats")
             ranks = await router.choose_replicas([busy, idle], call)
