@@ -88,19 +88,24 @@ def engine_runtime_env_vars() -> dict:
     return engine_runtime_env(config)["env_vars"]
 
 
-def serveout_stack(port: int) -> dict:
+def serveout_stack(port: int, stream_intervals: list[int]) -> list[dict]:
+    """serveout measured once per engine ``stream_interval`` (1 = a chunk per token)."""
     catalog = ModelCatalog(REPO / "models")
-    config = build_stack_config({"gateway": {"port": port}}, catalog=catalog,
-                                resolve_path=ModelStore(catalog).require)
+    results = []
     with LocalCluster(ClusterOptions(http_port=port)) as cluster:
-        with console.status("serveout starting") as status:
-            url = cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
-        with console.status("measuring serveout"):
-            return measure(url)
+        for interval in stream_intervals:
+            config = build_stack_config({"gateway": {"port": port}, "engine": {"stream_interval": interval}},
+                                        catalog=catalog, resolve_path=ModelStore(catalog).require)
+            with console.status("serveout starting") as status:
+                url = cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
+            with console.status(f"measuring serveout (stream_interval {interval})"):
+                results.append(measure(url) | {"stream_interval": interval})
+    return results
 
 
 def table(bare: dict, stack: dict) -> Table:
-    t = Table(title="bare vLLM server vs serveout (1 replica, same engine settings)")
+    t = Table(title=f"bare vLLM server vs serveout (1 replica, same engine settings; serveout "
+                    f"stream_interval {stack['stream_interval']})")
     for col in ("figure", "bare vLLM", "serveout", "serveout / bare", "target"):
         t.add_column(col)
     b1, s1, b16, s16 = bare["c1"], stack["c1"], bare["c16"], stack["c16"]
@@ -120,16 +125,19 @@ def table(bare: dict, stack: dict) -> Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "serving_overhead.json")
+    parser.add_argument("--stream-intervals", default="1,4",
+                        help="serveout engine stream_interval values to measure (1 = same as bare vLLM)")
     args = parser.parse_args()
     if os.geteuid() == 0 and not in_loopback_netns():
         reexec_in_loopback_netns(python_argv("benchmarks.serving_overhead", sys.argv[1:]))
     model_path = ModelStore(ModelCatalog(REPO / "models")).require(MODEL)
     bare = bare_vllm(model_path, 8100)
-    stack = serveout_stack(8000)
-    console.print(table(bare, stack))
+    stacks = serveout_stack(8000, [int(v) for v in args.stream_intervals.split(",")])
+    for stack in stacks:
+        console.print(table(bare, stack))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     as_dict = lambda r: {k: asdict(v) if isinstance(v, RunFigures) else v for k, v in r.items()}
-    args.out.write_text(json.dumps({"bare_vllm": as_dict(bare), "serveout": as_dict(stack)}, indent=2))
+    args.out.write_text(json.dumps({"bare_vllm": as_dict(bare), "serveout": [as_dict(s) for s in stacks]}, indent=2))
     console.print(f"figures written to {args.out}")
 
 
