@@ -43,6 +43,7 @@ from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 SATURATION_PERCENT = 85.0
 STARTUP_GRACE_S = 60.0
 POLL_S = 0.5
+SETTLE_TIMEOUT_S = 5.0
 MAX_POOL = 20_000
 
 
@@ -157,8 +158,7 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
     job.plan_path.write_text(workload_plan.model_dump_json(), encoding="utf-8")
     job_path = folder / "job.json"
     job_path.write_text(job.model_dump_json(), encoding="utf-8")
-    if scraper is not None:
-        scraper.scrape_now()
+    before = scraper.scrape_now() if scraper is not None else None
     child = GeneratorProcess(job_path, folder / "generator.log", options.python)
     wall_start = time.time()
     child.start()
@@ -185,7 +185,7 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
     finally:
         code = child.stop()  # also on Ctrl-C or an error here: never leave the generator behind
     if scraper is not None:
-        scraper.scrape_now()
+        _scrape_when_settled(scraper)
     final = statuses.final()
     first = statuses.first()
     warnings: list[str] = []
@@ -206,7 +206,10 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
     offset = t0 - started
     samples = []
     if scraper is not None:
-        samples = scraper.between(offset - 2 * POLL_S - 1.0, time.time() - started)
+        # From this stage's own opening scrape: earlier ones may predate the previous stage's
+        # last requests, whose tokens would then be counted twice.
+        start_t = before.t if before is not None else offset - 2 * POLL_S - 1.0
+        samples = scraper.between(start_t, time.time() - started)
     summary = build_stage(
         records,
         plan=plan,
@@ -227,6 +230,20 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
     if final is not None and final.user_errors:
         warnings.append(f"stage {plan.index}: {final.user_errors} errors inside the Locust user (see generator.log)")
     return _StageResult(summary, records, warnings)
+
+
+def _scrape_when_settled(scraper: MetricsScraper, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+    """Scrape once the server has finished accounting for the stage's requests.
+
+    The client sees a stream's last byte slightly before the server counts its tokens, so
+    the closing scrape waits (bounded) until the server reports no request in flight.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        sample = scraper.scrape_now()
+        if sample is None or not sample.in_flight or time.monotonic() >= deadline:
+            return
+        time.sleep(0.1)
 
 
 class RecordStatus:

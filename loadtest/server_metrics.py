@@ -82,8 +82,14 @@ _SOURCES: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...], Aggregate], ..
         ("serveout_generation_tokens_total", (), _sum),
         ("vllm:generation_tokens_total", (), _sum),
     ),
-    "prefix_cache_queries_total": (("vllm:prefix_cache_queries_total", (), _sum),),
-    "prefix_cache_hits_total": (("vllm:prefix_cache_hits_total", (), _sum),),
+    "prefix_cache_queries_total": (
+        ("serveout_engine_prefix_cache_queries_total", (), _sum),
+        ("vllm:prefix_cache_queries_total", (), _sum),
+    ),
+    "prefix_cache_hits_total": (
+        ("serveout_engine_prefix_cache_hits_total", (), _sum),
+        ("vllm:prefix_cache_hits_total", (), _sum),
+    ),
 }
 
 KNOWN_METRICS = frozenset(name for options in _SOURCES.values() for name, _, _ in options)

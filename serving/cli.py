@@ -1,7 +1,7 @@
 """``serving``: start, inspect and stop the stack; list and prepare models.
 
     serving up [--model NAME] [--replicas N] [--routing POLICY] [--host H] [--port P]
-    serving status | serving down
+    serving status | serving down | serving exec -- COMMAND...
     serving models list | serving models prepare NAME
     serving render --model NAME [--config stack.yaml] --target target.yaml --out DIR
 """
@@ -50,14 +50,18 @@ def _store() -> ModelStore:
 
 
 def cmd_models_list(_: argparse.Namespace) -> int:
-    table = Table(title="model specs")
-    for col in ("name", "accelerator", "TP", "max len", "tested here", "ready", "path"):
+    statuses = _store().statuses()
+    cache = statuses[0].path.parent if statuses else None
+    table = Table(title="model specs", caption=f"weights cache: {cache}/<name>")
+    table.add_column("name", no_wrap=True)  # names are what users copy: never wrap or cut them
+    for col in ("device", "TP", "max len", "tested here"):
         table.add_column(col)
-    for st in _store().statuses():
+    table.add_column("ready", no_wrap=True)
+    for st in statuses:
         s = st.spec
         ready = "yes" if st.ready else ("no" if st.preparable_here else "no (cluster download)")
         table.add_row(s.name, s.accelerator.value, str(s.tensor_parallel_size), str(s.max_model_len),
-                      "yes" if s.tested_here else "no", ready, str(st.path))
+                      "yes" if s.tested_here else "no", ready)
     Console().print(table)
     return 0
 
@@ -116,11 +120,14 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     cluster = LocalCluster(ClusterOptions(
         log_to_driver=args.verbose, http_host=config.gateway.host, http_port=config.gateway.port))
-    signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
         with console.status("starting Ray") as status:
             cluster.start()
+            # After ray.init, which installs an aborting SIGTERM handler; SIGINT too, as a
+            # shell ignores it in background jobs (`serving up &`).
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, _interrupt)
             url = cluster.deploy(config, on_progress=lambda s: status.update(f"deploying: {s}"))
         console.print(f"[green]serving[/] {config.model.name} with "
                       f"{config.replicas.num_replicas} replica(s) at [bold]{url}/v1[/] "
@@ -190,10 +197,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_exec(args: argparse.Namespace) -> int:
+    """Run a command where the running stack's URL is reachable (its network namespace)."""
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise ServeoutError("nothing to run: serving exec -- COMMAND [ARGS...]")
+    state = _read_state()
+    prefix = nsenter_prefix(state["pid"]) if state["netns"] and not in_loopback_netns() else []
+    return subprocess.run(prefix + argv).returncode
+
+
 def cmd_down(_: argparse.Namespace) -> int:
     state = _read_state()
-    os.kill(state["pid"], signal.SIGTERM)
-    console.print(f"sent SIGTERM to serving up (pid {state['pid']})")
+    os.kill(state["pid"], signal.SIGTERM)  # handled like Ctrl-C: a clean shutdown
+    console.print(f"asked serving up (pid {state['pid']}) to stop")
     return 0
 
 
@@ -231,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(func=cmd_status)
     sub.add_parser("down", help="stop the running stack").set_defaults(func=cmd_down)
+    run_in = sub.add_parser("exec", help="run a command that can reach the running stack "
+                                         "(inside its network namespace if it has one)")
+    run_in.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+    run_in.set_defaults(func=cmd_exec)
 
     models = sub.add_parser("models", help="model specs").add_subparsers(dest="models_command", required=True)
     models.add_parser("list", help="specs and whether each is prepared").set_defaults(func=cmd_models_list)

@@ -41,8 +41,9 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     for key, value in overrides.items():
         if value is None:
             continue
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
+        if isinstance(value, dict):
+            base_value = out.get(key)
+            out[key] = merge(base_value if isinstance(base_value, dict) else {}, value)
         else:
             out[key] = value
     return out

@@ -27,6 +27,7 @@ class Gateway:
         self._registry = REGISTRY
         self._metrics = GatewayMetrics(self._registry)
         model = config.model.name
+        self._metrics.declare_model(model)
         self._watcher = ServeReplicaWatcher(
             config.app_name, engine_name, on_update=self._publish_replicas
         )

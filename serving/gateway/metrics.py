@@ -56,6 +56,15 @@ class GatewayMetrics:
         self.replicas = Gauge(
             "serveout_replicas", "Engine replicas by state.", ["model", "state"], registry=registry)
 
+    def declare_model(self, model: str) -> None:
+        """Export the per-model counters at 0 before the first request.
+
+        A scraper that diffs counters (the load tester) then sees the first request's
+        tokens, instead of a series that appears with them already counted.
+        """
+        for family in (self.prompt_tokens, self.generation_tokens, self.in_flight):
+            family.labels(model)
+
     def record_tokens(self, model: str, prompt: int, generated: int) -> None:
         self.prompt_tokens_hist.labels(model).observe(prompt)
         self.generation_tokens_hist.labels(model).observe(generated)

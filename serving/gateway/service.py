@@ -233,12 +233,12 @@ class _Call:
         self.ticket.release()
         await self.chunks.aclose()
         metrics, model = self.service.metrics, self.served.name
-        metrics.in_flight.labels(model).dec()
         status = _status_of(error)
         metrics.requests.labels(model, self.endpoint, status).inc()
         metrics.latency.labels(model, self.endpoint).observe(time.monotonic() - self.started)
         if self.last is not None:
             metrics.record_tokens(model, self.last.prompt_tokens, self.last.completion_tokens)
+        metrics.in_flight.labels(model).dec()  # last: a scraper seeing 0 in flight sees every token
 
 
 def _status_of(error: BaseException | None) -> str:

@@ -55,6 +55,9 @@ def test_up_smoke_status_down():
         assert status.returncode == 0, status.stderr
         state = json.loads(status.stdout)
         assert state["replicas"]["ready"] == 1 and state["routing_policy"] == "least-loaded"
+        probe = f"import httpx; print(httpx.get('http://127.0.0.1:{PORT}/v1/models').json()['data'][0]['id'])"
+        reached = serving("exec", "--", sys.executable, "-c", probe, timeout=60)
+        assert reached.returncode == 0 and reached.stdout.strip() == "smollm2-135m-instruct", reached.stderr
         down = serving("down", timeout=60)
         assert down.returncode == 0, down.stderr
         assert proc.wait(timeout=120) == 0

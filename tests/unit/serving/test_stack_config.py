@@ -51,6 +51,11 @@ def test_merge_is_deep_and_ignores_none():
     assert merge({"a": {"b": 1, "c": 2}, "d": 3}, {"a": {"b": 5}, "d": None}) == {"a": {"b": 5, "c": 2}, "d": 3}
 
 
+def test_merge_drops_none_inside_sections_missing_from_base():
+    # `serving up` with no stack file and no flags: every override is None.
+    assert merge({}, {"replicas": {"num_replicas": None, "cpus_per_rank": None}}) == {"replicas": {}}
+
+
 def test_unknown_top_level_key_is_an_error():
     with pytest.raises(ConfigError, match="replica"):
         build({"replica": {"num_replicas": 2}})
