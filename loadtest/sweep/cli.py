@@ -56,18 +56,18 @@ class LiveProgress:
         self.trial: Trial | None = None
         self.number = self.grid = 0
         self.phase = "starting"
-        self.started = self.trial_started = time.monotonic()
+        self.started = self.trial_started_at = time.monotonic()
         self.durations: list[float] = []
         self.done: list[str] = []
 
     def trial_started(self, trial: Trial, number: int, grid_size: int) -> None:
         self.trial, self.number, self.grid = trial, number, grid_size
-        self.trial_started = time.monotonic()
+        self.trial_started_at = time.monotonic()
         self.set_phase("deploying")
 
     def trial_finished(self, record: RunRecord, number: int, reused: bool) -> None:
         if not reused:
-            self.durations.append(time.monotonic() - self.trial_started)
+            self.durations.append(time.monotonic() - self.trial_started_at)
         outcome = record.result.status.value
         self.done.append(f"{record.candidate.id}: {outcome}{' (reused)' if reused else ''}")
         self.trial = None
@@ -88,7 +88,7 @@ class LiveProgress:
             rates = ", ".join(f"{r:g}" for r in self.trial.offered_rates)
             text.append(f"trial {self.number} (grid {self.grid}): {self.trial.candidate.id} at {rates} req/s\n",
                         style="bold")
-            text.append(f"  {self.phase}; trial {time.monotonic() - self.trial_started:.0f} s, "
+            text.append(f"  {self.phase}; trial {time.monotonic() - self.trial_started_at:.0f} s, "
                         f"sweep {time.monotonic() - self.started:.0f} s{eta}\n")
         self.live.update(text)
 
@@ -96,11 +96,12 @@ class LiveProgress:
 def answer_table(report: SweepReport) -> Table:
     table = Table(title=f"sweep {report.spec.name}: {report.status.value}, {report.runs_needed} runs "
                         f"of a {report.grid_size}-candidate grid")
-    for col in ("candidate", "status", "accel.", "req/s", "out tok/s", "TTFT p95", "TPOT p95", "E2E p95",
+    table.add_column("candidate", no_wrap=True)
+    for col in ("status", "accel.", "req/s", "out tok/s", "TTFT p95", "TPOT p95", "E2E p95",
                 "cost/h", "cost / M tok", "scaling eff.", "SLO at target"):
         table.add_column(col)
     for row in report.runs:
-        t = row.target
+        t = row.target.point if row.target else None
         ms = lambda v: "-" if v is None else f"{v * 1000:.0f} ms"  # noqa: E731
         num = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
         table.add_row(
@@ -155,7 +156,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(f"{args.results} holds no capacity measurements yet")
     currency = report.prices.currency
     table = Table(title=f"{traffic:g} req/s of {report.spec.model} ({report.spec.name})")
-    for col in ("shape", "replicas", "accelerators", f"{currency}/h", f"{currency} / M output tok",
+    table.add_column("shape", no_wrap=True)
+    for col in ("replicas", "accelerators", f"{currency}/h", f"{currency} / M output tok",
                 "carries (req/s)", "next replica above (req/s)", "note"):
         table.add_column(col)
     fmt = lambda v, f="{:.3g}": "-" if v is None else f.format(v)  # noqa: E731
