@@ -202,7 +202,8 @@ COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "list"
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    console = Console()
+    # Piped or logged output: wide enough that result tables are not cut to 80 columns.
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
         return COMMANDS[args.command](args, console)
     except ConfigError as exc:

@@ -9,6 +9,7 @@ started (``serve.shutdown`` + ``ray.shutdown``; never ``ray stop``).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -94,7 +95,9 @@ class LocalCluster:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if failure:
-                raise ClusterError(f"deploying {config.app_name} failed: {failure[0]}")
+                reason = self._failure_reason(config.app_name)
+                raise ClusterError(f"deploying {config.app_name} failed: {failure[0]}"
+                                   + (f" ({reason})" if reason else ""))
             on_progress(self._describe(config.app_name))
             if not runner.is_alive() and self._healthy():
                 return self.url
@@ -111,6 +114,19 @@ class LocalCluster:
             return httpx.get(f"{self.url}/health", timeout=5).status_code == 200
         except httpx.HTTPError:
             return False
+
+    def _failure_reason(self, app_name: str) -> str:
+        """The exception line of a failed replica's traceback, as Serve recorded it."""
+        from ray import serve
+
+        try:
+            app = serve.status().applications.get(app_name)
+        except Exception:
+            return ""
+        if app is None:
+            return ""
+        text = "\n".join(d.message for d in app.deployments.values() if d.message) or app.message
+        return last_exception_line(text)
 
     def _describe(self, app_name: str) -> str:
         from ray import serve
@@ -148,3 +164,10 @@ class LocalCluster:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
+
+
+def last_exception_line(text: str) -> str:
+    """The last ``SomeError: message`` line of a traceback (or its last line), shortened."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b", line)]
+    return (errors[-1] if errors else lines[-1] if lines else "")[:400]

@@ -84,17 +84,28 @@ def choose(rows: Sequence[RunRow]) -> Answer:
     best = closest[0]
     assert best.target is not None
     failed = best.target.verdict.failed
-    ratio = best.worst_ratio
-    over = "unmeasurable" if math.isinf(ratio) else f"{(ratio - 1) * 100:.1f}% over its limit"
+    misses = [v for v in best.target.verdict.verdicts if not v.passed]
+    misses.sort(key=lambda v: -(math.inf if v.ratio is None else v.ratio))
     return Answer(
         kind=AnswerKind.CLOSEST,
         best=best.candidate_id,
         runner_up=closest[1].candidate_id if len(closest) > 1 else None,
         verdicts=best.target.verdict.verdicts,
         failed=failed,
-        explanation=f"no configuration meets the SLO; closest is {best.candidate_id}, "
-        f"worst objective {failed[0].value if failed else '?'} {over}",
+        explanation=f"no configuration meets the SLO; closest is {best.candidate_id} "
+        f"({'; '.join(describe_miss(v) for v in misses)})",
     )
+
+
+def describe_miss(verdict: ObjectiveVerdict) -> str:
+    """One failed objective in words, e.g. ``e2e_p95 54.6 s > 12 s, 355.0% over``."""
+    name, limit, seen = verdict.objective.value, verdict.limit, verdict.observed
+    if verdict.objective is Objective.GOODPUT_SHARE:
+        return f"goodput share {0.0 if seen is None else seen:.0%} < {limit:.0%}"
+    if seen is None:
+        return f"{name} not measured (no successful request)"
+    return f"{name} {seen:.3g} s > {limit:.3g} s, {(seen / limit - 1) * 100:.1f}% over"
+
 
 
 def _latency(row: RunRow, objective: Objective) -> float | None:

@@ -67,7 +67,14 @@ def test_none_passes_names_the_closest_and_its_failed_objective():
     assert answer.kind is AnswerKind.CLOSEST
     assert answer.best == "tp1-r1-seqsdef-mbtdef" and answer.runner_up == "tp1-r4-seqsdef-mbtdef"
     assert answer.failed == (Objective.TPOT_P95,)
-    assert "20.0% over" in answer.explanation
+    assert "tpot_p95 0.06 s > 0.05 s, 20.0% over" in answer.explanation
+
+
+def test_a_zero_goodput_share_is_described_as_such():
+    nobody_good = failing_point(2.0, e2e=30.0).model_copy(update={"requests_good": 0, "goodput_rps": 0.0})
+    answer = choose(build_rows(SPACE, [at_target(1, 4, nobody_good)]))
+    assert answer.kind is AnswerKind.CLOSEST
+    assert "goodput share 0% <" in answer.explanation and "e2e_p95 30 s >" in answer.explanation
 
 
 def test_closest_ignores_runs_never_measured_at_the_target():
