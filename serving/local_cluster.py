@@ -167,7 +167,13 @@ class LocalCluster:
 
 
 def last_exception_line(text: str) -> str:
-    """The last ``SomeError: message`` line of a traceback (or its last line), shortened."""
+    """The last ``SomeError: message`` of a traceback with its detail lines (or the
+    text's last line), shortened to one line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b", line)]
-    return (errors[-1] if errors else lines[-1] if lines else "")[:400]
+    starts = [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b", line)]
+    if not starts:
+        return lines[-1][:400] if lines else ""
+    detail = lines[starts[-1]:starts[-1] + 3]  # pydantic puts the reason on the next lines
+    detail = [re.sub(r"\s*\[type=.*$", "", d) for d in detail  # drop pydantic's input dump
+              if not d.startswith(("File ", "For further information"))]
+    return " ".join(detail)[:400]

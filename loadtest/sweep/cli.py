@@ -83,7 +83,7 @@ class LiveProgress:
             text.append(f"  done  {line}\n", style="dim")
         if self.trial is not None:
             per_trial = sum(self.durations) / len(self.durations) if self.durations else None
-            eta = (f"; at most ~{per_trial * (self.grid - self.number) / 60:.0f} min more "
+            eta = (f"; at most ~{per_trial * (self.grid - self.number + 1) / 60:.0f} min more "
                    f"(the search usually needs fewer)" if per_trial else "")
             rates = ", ".join(f"{r:g}" for r in self.trial.offered_rates)
             text.append(f"trial {self.number} (grid {self.grid}): {self.trial.candidate.id} at {rates} req/s\n",
@@ -105,7 +105,7 @@ def answer_table(report: SweepReport) -> Table:
         ms = lambda v: "-" if v is None else f"{v * 1000:.0f} ms"  # noqa: E731
         num = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
         table.add_row(
-            row.candidate_id, row.status.value if not row.reason else f"{row.status.value}: {row.reason[:60]}",
+            row.candidate_id, row.status.value,
             str(row.accelerators), num(row.throughput_rps), num(row.throughput_output_tokens_per_s, "{:.0f}"),
             ms(t.ttft_p95_s if t else None), ms(t.tpot_p95_s if t else None), ms(t.e2e_p95_s if t else None),
             f"{row.cost_per_hour:.3f}", num(row.cost_per_million_output_tokens, "{:.3f}"),
@@ -138,6 +138,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                                     on_phase=progress.set_phase)
         report = run_sweep(spec, prices, measurer, folder, observer=progress, retry_failed=args.retry_failed)
     console.print(answer_table(report))
+    for row in report.runs:
+        if row.reason:
+            console.print(f"[yellow]{row.candidate_id}[/] {row.status.value}: {row.reason}")
     console.print(f"[bold]answer:[/] {report.answer.explanation}")
     console.print(f"sweep.json, report.md and plots/ in {out}")
     return 0 if report.answer.kind.value == "passing" else 1

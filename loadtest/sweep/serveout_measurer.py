@@ -114,7 +114,7 @@ class ServeoutMeasurer:
         cmd = [sys.executable, "-m", "loadtest", "run", "--target", url, "--model", self.spec.model,
                "--profile", profile, "--workload", workload,
                "--duration", f"{t.duration_s + t.warmup_s:g}s", "--warmup", f"{t.warmup_s:g}s",
-               "--seed", str(t.seed), "--out", str(folder), "--quiet"]
+               "--seed", str(point_seed(t.seed, rate)), "--out", str(folder), "--quiet"]
         if slo := self.spec.slo.as_loadtest_slo():
             cmd += ["--slo", slo]
         result = subprocess.run(cmd, capture_output=True, text=True)
@@ -132,3 +132,10 @@ class ServeoutMeasurer:
 
 def _short(text: str, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def point_seed(seed: int, rate: float) -> int:
+    """The load test's seed at ``rate``: every candidate sees the same arrivals at a given
+    rate, and different rates are independent samples (one seed would scale a single
+    unit-rate sequence to every rate, biasing all of them the same way)."""
+    return seed + round(rate * 1000)

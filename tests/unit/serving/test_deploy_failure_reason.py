@@ -21,3 +21,14 @@ def test_picks_the_exception_line():
 def test_without_a_traceback_the_last_line_and_nothing_for_nothing():
     assert last_exception_line("replica died\nout of memory\n") == "out of memory"
     assert last_exception_line("") == ""
+
+
+def test_pydantic_errors_keep_their_detail_line():
+    message = ("Error:\n  File \"x.py\", line 1\n"
+               "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig\n"
+               "  Value error, Total number of attention heads (9) must be divisible by tensor parallel "
+               "size (2). [type=value_error]\n"
+               "    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n")
+    reason = last_exception_line(message)
+    assert reason.startswith("pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig")
+    assert reason.endswith("must be divisible by tensor parallel size (2).")
