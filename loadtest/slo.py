@@ -72,6 +72,14 @@ class ObjectiveResult(BaseModel):
     observed: float | None
     passed: bool
 
+    def observed_text(self) -> str:
+        """``observed`` for people: a percentage for the error rate, a duration otherwise."""
+        if self.observed is None:
+            return "-"
+        if self.objective.metric is Metric.ERROR_RATE:
+            return f"{self.observed:.2%}"
+        return format_seconds(self.observed)
+
 
 def parse_slos(text: str | None) -> tuple[Objective, ...]:
     """Parse an SLO string; an empty or ``None`` string means no objectives."""

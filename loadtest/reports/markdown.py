@@ -9,7 +9,6 @@ from pathlib import Path
 from loadtest.records import RequestRecord
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
 from loadtest.reports.plots import plot_names
-from loadtest.slo import Metric
 from loadtest.summary import StageSummary, Summary
 from loadtest.units import format_seconds
 
@@ -57,11 +56,7 @@ def stage_section(stage: StageSummary) -> list[str]:
         lines += ["| objective | observed | verdict |", "| --- | ---: | --- |"]
         for result in stage.slo.objectives:
             o = result.objective
-            observed = (
-                "-" if result.observed is None
-                else f"{result.observed:.2%}" if o.metric is Metric.ERROR_RATE
-                else format_seconds(result.observed)
-            )  # fmt: skip
+            observed = result.observed_text()
             lines.append(f"| {o.describe()} | {observed} | {'pass' if result.passed else '**FAIL**'} |")
         fraction = stage.slo.goodput_fraction
         lines += [

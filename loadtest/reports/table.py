@@ -8,7 +8,6 @@ from rich.table import Table
 from rich.text import Text
 
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
-from loadtest.slo import Metric
 from loadtest.summary import StageSummary, Summary
 from loadtest.units import format_seconds
 
@@ -37,11 +36,7 @@ def facts(stage: StageSummary) -> Table:
     grid.add_row("throughput", "  ".join(f"{f.name} {f.format(f.get(stage))}" for f in THROUGHPUT_FIGURES))
     for result in stage.slo.objectives:
         o = result.objective
-        observed = (
-            "-" if result.observed is None
-            else f"{result.observed:.2%}" if o.metric is Metric.ERROR_RATE
-            else format_seconds(result.observed)
-        )  # fmt: skip
+        observed = result.observed_text()
         grid.add_row(
             "SLO", Text.assemble(f"{o.describe()}: {observed} ", ("pass", "green") if result.passed else ("FAIL", "bold red"))
         )

@@ -22,7 +22,7 @@ def test_locust_headless_with_our_user(tmp_path):
         result = subprocess.run(
             [
                 sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"),
-                "--headless", "-u", "2", "-r", "2", "--run-time", "3s", "--host", server.url,
+                "--headless", "-u", "2", "-r", "2", "--run-time", "3s", "--stop-timeout", "10", "--host", server.url,
                 "--lt-model", "fake-model", "--lt-workload", f"jsonl:path={prompts},output_len=6",
                 "--lt-records", str(records), "--only-summary",
             ],

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from serving.engine.protocol import EngineStats
 from serving.routing.policy import Ranking, ReplicaLoad, RoutingPolicy, RoutingRequest
 
 

@@ -72,7 +72,7 @@ def test_durations_and_overrides(tmp_path: Path):
     )
     assert spec.target_rps == 4.0
     assert spec.slo.ttft_p95 == pytest.approx(0.5)
-    assert spec.traffic.duration_s == 30.0
+    assert spec.traffic.duration_s == 60.0  # "60s" in the file
     assert spec.space.tensor_parallel == (1,)
     assert spec.space.replicas.max is None
     again = apply_overrides(spec, ["search.strategy=grid"])
