@@ -83,17 +83,14 @@ def choose(rows: Sequence[RunRow]) -> Answer:
         return Answer(kind=AnswerKind.NONE, explanation="no configuration was measured at the target rate")
     best = closest[0]
     assert best.target is not None
-    failed = best.target.verdict.failed
-    misses = [v for v in best.target.verdict.verdicts if not v.passed]
-    misses.sort(key=lambda v: -(math.inf if v.ratio is None else v.ratio))
     return Answer(
         kind=AnswerKind.CLOSEST,
         best=best.candidate_id,
         runner_up=closest[1].candidate_id if len(closest) > 1 else None,
         verdicts=best.target.verdict.verdicts,
-        failed=failed,
+        failed=best.target.verdict.failed,
         explanation=f"no configuration meets the SLO; closest is {best.candidate_id} "
-        f"({'; '.join(describe_miss(v) for v in misses)})",
+        f"({'; '.join(describe_miss(v) for v in best.target.verdict.misses)})",
     )
 
 
@@ -105,7 +102,6 @@ def describe_miss(verdict: ObjectiveVerdict) -> str:
     if seen is None:
         return f"{name} not measured (no successful request)"
     return f"{name} {seen:.3g} s > {limit:.3g} s, {(seen / limit - 1) * 100:.1f}% over"
-
 
 
 def _latency(row: RunRow, objective: Objective) -> float | None:

@@ -64,11 +64,16 @@ class PointVerdict(Strict):
         return max((math.inf if v.ratio is None else v.ratio) for v in self.verdicts)
 
     @property
-    def failed(self) -> tuple[Objective, ...]:
-        """Failed objectives, worst first."""
+    def misses(self) -> tuple[ObjectiveVerdict, ...]:
+        """Verdicts of the failed objectives, worst first."""
         bad = [v for v in self.verdicts if not v.passed]
         bad.sort(key=lambda v: -(math.inf if v.ratio is None else v.ratio))
-        return tuple(v.objective for v in bad)
+        return tuple(bad)
+
+    @property
+    def failed(self) -> tuple[Objective, ...]:
+        """Failed objectives, worst first."""
+        return tuple(v.objective for v in self.misses)
 
 
 def _upper(objective: Objective, limit: float, observed: float | None) -> ObjectiveVerdict:
