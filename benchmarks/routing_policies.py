@@ -1,7 +1,7 @@
 """Routing policies side by side on two replicas (issue 4's benchmark), plus autoscaling times.
 
 A shared-prefix workload whose distinct prefix tokens exceed one replica's KV cache
-but fit in both (the regime where routing decides the hit rate) is sent at the same
+(the regime where routing decides the hit rate) is sent at the same
 offered load to the stack under prefix-affinity, least-loaded and round-robin; the
 engines' own prefix-cache counters give the hit rate. Then queue-depth autoscaling
 (1..2 replicas) is timed: load step -> second replica serving, load stop -> back to 1.
@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODEL = "smollm2-135m-instruct"
 WORDS = ("river market signal garden metal cloud paper orbit stone harbour lantern meadow "
          "copper violet summit canyon ember glacier willow falcon").split()
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def shared_prefix_bodies(prefixes: int, prefix_words: int, repeats: int, seed: int) -> list[dict]:
@@ -130,12 +130,14 @@ def main() -> None:
     # Defaults: many long prefixes (documents, system prompts), each asked twice. The
     # first request of a prefix misses anywhere; the second hits only if it reaches the
     # same replica: always under prefix-affinity, half the time otherwise. 48 prefixes
-    # of ~8 KV blocks (384 blocks) also slightly exceed one replica's 1 GiB cache.
+    # of ~1k tokens (~48k) exceed one replica's 0.5 GiB cache (~23k tokens) but not
+    # half of them: under round-robin each replica caches every prefix and evicts some
+    # before their second request; under prefix-affinity each caches only its half.
     parser.add_argument("--prefixes", type=int, default=48, help="distinct shared prefixes")
     parser.add_argument("--prefix-words", type=int, default=940, help="words per prefix (~1k tokens)")
     parser.add_argument("--repeats", type=int, default=2, help="requests per prefix")
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--kv-cache-gib", type=float, default=1.0, help="KV cache per replica")
+    parser.add_argument("--kv-cache-gib", type=float, default=0.5, help="KV cache per replica")
     parser.add_argument("--imbalance-threshold", type=int, default=4)
     parser.add_argument("--policies", default="round-robin,least-loaded,prefix-affinity")
     parser.add_argument("--skip-autoscaling", action="store_true")

@@ -38,7 +38,7 @@ MODEL = "smollm2-135m-instruct"
 PROMPT = ("Summarise in one paragraph why serving large language models on many replicas "
           "needs careful routing, admission control and autoscaling, and what goes wrong "
           "without them.")
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def measure(url: str) -> dict:
