@@ -1,6 +1,7 @@
 """loadtest vs vLLM's own benchmark, same workload, against one bare vLLM server.
 
-Starts a bare vLLM OpenAI server (the default model, CPU settings from PLATFORM.md),
+Starts a bare vLLM OpenAI server (the default model with serveout's engine settings,
+``benchmarks/bare_vllm.py``),
 then runs, on the same server and with the same workload (random prompts, 64 input
 tokens, 128 output tokens with ignore_eos, N requests at concurrency C):
 
@@ -29,7 +30,6 @@ import argparse
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -37,18 +37,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # for loadtest's Prometheus parser (the server-side referee figures)
-MODEL = "smollm2-135m-instruct"
+sys.path.insert(0, str(ROOT))  # run as a script: the repo's packages (bare vLLM server, Prometheus parser)
+from benchmarks.bare_vllm import MODEL, bare_vllm_server, model_path  # noqa: E402
 LOCK = "/tmp/serveout-heavy.lock"
 MARKER = "SERVEOUT_BENCH_ISOLATED"
-
-VLLM_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_HOST_IP": "127.0.0.1",
-    "VLLM_CPU_OMP_THREADS_BIND": "0-1",
-    "LD_PRELOAD": str(ROOT / ".venv" / "lib" / "libiomp5.so"),
-    "HF_HUB_OFFLINE": "1",
-}
 
 VLLM_BENCH = """
 import argparse, json, sys
@@ -68,49 +60,6 @@ def isolate(argv: list[str]) -> None:
     os.execvp(command[0], command)
 
 
-def model_dir() -> Path:
-    home = Path(os.environ.get("SERVEOUT_HOME", Path.home() / ".cache" / "serveout"))
-    return home / "models" / MODEL
-
-
-def start_server(port: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, **VLLM_ENV}
-    command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir()), "--served-model-name", MODEL,
-        "--enforce-eager", "--dtype", "bfloat16", "--max-model-len", "2048",
-        "--host", "127.0.0.1", "--port", str(port),
-    ]  # fmt: skip
-    handle = log.open("w")
-    return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-
-def wait_healthy(server: subprocess.Popen, port: int, timeout_s: float = 240.0) -> float:
-    start = time.time()
-    while time.time() - start < timeout_s:
-        if server.poll() is not None:
-            raise SystemExit(f"vLLM exited with code {server.returncode} before it was healthy")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-                if response.status == 200:
-                    return time.time() - start
-        except OSError:
-            pass
-        time.sleep(1.0)
-    raise SystemExit("vLLM did not become healthy in time")
-
-
-def stop_server(server: subprocess.Popen) -> None:
-    """Stop the server we started: SIGTERM, then SIGKILL to its own process group."""
-    if server.poll() is None:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=10)
-
-
 def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
@@ -124,7 +73,7 @@ def run_loadtest(port: int, args: argparse.Namespace, out: Path, requests: int) 
         "--profile", f"concurrency:users={args.concurrency}",
         "--workload", f"random:input_len={args.input_len},output_len={args.output_len}",
         "--requests", str(requests), "--seed", str(args.seed), "--quiet", "--out", str(out),
-        "--tokenizer", str(model_dir()),
+        "--tokenizer", str(model_path()),
     ]  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     before = scrape(port)
@@ -163,7 +112,7 @@ def run_vllm_bench(port: int, args: argparse.Namespace, out: Path) -> dict:
     command = [
         sys.executable, "-c", VLLM_BENCH,
         "--backend", "openai-chat", "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/chat/completions",
-        "--model", str(model_dir()), "--served-model-name", MODEL, "--tokenizer", str(model_dir()),
+        "--model", str(model_path()), "--served-model-name", MODEL, "--tokenizer", str(model_path()),
         "--dataset-name", "random", "--random-input-len", str(args.input_len),
         "--random-output-len", str(args.output_len), "--num-prompts", str(args.requests),
         "--max-concurrency", str(args.concurrency), "--ignore-eos", "--seed", str(args.seed),
@@ -332,10 +281,9 @@ def main() -> int:
     if not args.no_isolation and os.environ.get(MARKER) != "1":
         isolate(sys.argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    server = start_server(args.port, args.out / "vllm_server.log")
     results = []
-    try:
-        print(f"vLLM healthy after {wait_healthy(server, args.port):.0f} s", flush=True)
+    with bare_vllm_server(args.port, args.out / "vllm_server.log"):
+        print("vLLM healthy", flush=True)
         # warm-up, discarded: first requests pay one-off costs on the server
         run_loadtest(args.port, args, args.out / "warmup", requests=args.concurrency)
         for round_index in range(args.rounds):
@@ -354,8 +302,6 @@ def main() -> int:
                 ours,
                 theirs,
             )
-    finally:
-        stop_server(server)
     (args.out / "results.json").write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rounds": results}, indent=2))
     print(f"\nresults: {args.out / 'results.json'}")
     return 0

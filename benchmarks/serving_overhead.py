@@ -15,26 +15,22 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
-import httpx
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.bare_vllm import MODEL, bare_vllm_server
 from benchmarks.streaming_client import RunFigures, run, trivial_latency_ms
 from serving.config.loading import build_stack_config
 from serving.config.model_spec import ModelCatalog
-from serving.engine.placement import engine_runtime_env
 from serving.local_cluster import ClusterOptions, LocalCluster
 from serving.model_store import ModelStore
 from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL = "smollm2-135m-instruct"
 PROMPT = ("Summarise in one paragraph why serving large language models on many replicas "
           "needs careful routing, admission control and autoscaling, and what goes wrong "
           "without them.")
@@ -52,40 +48,11 @@ def measure(url: str) -> dict:
     return asyncio.run(go())
 
 
-def bare_vllm(model_path: Path, port: int) -> dict:
-    env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND="0-1", VLLM_HOST_IP="127.0.0.1",
-               **engine_runtime_env_vars())
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
-           "--served-model-name", MODEL, "--dtype", "bfloat16", "--max-model-len", "2048",
-           "--enforce-eager", "--max-num-seqs", "64", "--enable-prefix-caching",
-           "--kv-cache-memory-bytes", str(1 << 30), "--host", "127.0.0.1", "--port", str(port),
-           "--disable-uvicorn-access-log", "--disable-log-stats"]
-    log = open("/tmp/serveout-bare-vllm.log", "w")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        with console.status("bare vLLM server starting"):
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"vLLM server exited; see {log.name}")
-                try:
-                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(1)
+def bare_vllm(port: int) -> dict:
+    console.print("starting the bare vLLM server")
+    with bare_vllm_server(port, Path("/tmp/serveout-bare-vllm.log")) as url:
         with console.status("measuring the bare vLLM server"):
             return measure(url)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-
-
-def engine_runtime_env_vars() -> dict:
-    catalog = ModelCatalog(REPO / "models")
-    config = build_stack_config({}, catalog=catalog, resolve_path=ModelStore(catalog).require)
-    return engine_runtime_env(config)["env_vars"]
 
 
 def serveout_stack(port: int, stream_intervals: list[int]) -> list[dict]:
@@ -130,8 +97,7 @@ def main() -> None:
     args = parser.parse_args()
     if os.geteuid() == 0 and not in_loopback_netns():
         reexec_in_loopback_netns(python_argv("benchmarks.serving_overhead", sys.argv[1:]))
-    model_path = ModelStore(ModelCatalog(REPO / "models")).require(MODEL)
-    bare = bare_vllm(model_path, 8100)
+    bare = bare_vllm(8100)
     stacks = serveout_stack(8000, [int(v) for v in args.stream_intervals.split(",")])
     for stack in stacks:
         console.print(table(bare, stack))

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from loadtest.stats import percentile
+
 
 @dataclass(frozen=True)
 class StreamResult:
@@ -30,14 +32,6 @@ class RunFigures:
     ttft_p95_ms: float
     output_tok_s: float
     wall_s: float
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method)."""
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 async def stream_one(client: httpx.AsyncClient, url: str, body: dict) -> StreamResult:
@@ -81,7 +75,7 @@ async def run_bodies(url: str, bodies: list[dict], *, concurrency: int) -> RunFi
         start = time.perf_counter()
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
         wall = time.perf_counter() - start
-    ttfts = [r.ttft_s * 1000 for r in results]
+    ttfts = sorted(r.ttft_s * 1000 for r in results)
     return RunFigures(concurrency, len(bodies), percentile(ttfts, 50), percentile(ttfts, 95),
                       sum(r.output_tokens for r in results) / wall, wall)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from serving.config.model_spec import AcceleratorKind
 from serving.config.stack import StackConfig
+from serving.engine.placement import placement_bundles
 from serving.errors import ConfigError
 from serving.manifests.target import ClusterTarget
 
@@ -59,11 +60,7 @@ def plan_workers(config: StackConfig, target: ClusterTarget) -> WorkerPlan:
             f"model {spec.name} runs on {spec.accelerator.value} but target {target.name} "
             f"offers {target.accelerator.value}"
         )
-    # Deferred: serving.engine.replica imports Ray (seconds), and `serving` imports
-    # this package for its CLI. The bundles are the app builder's own reservation.
-    from serving.engine.placement import placement_bundles
-
-    bundles = placement_bundles(config)
+    bundles = placement_bundles(config)  # the app builder's own reservation
     replica_gpus = int(sum(b.get("GPU", 0.0) for b in bundles))
     replica_cpus = int(sum(b.get("CPU", 0.0) for b in bundles))
     node = target.worker
