@@ -137,8 +137,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     config = config_from_args(args)
     reports = _reports(args.reports)
+    registry = report_registry()
     for name in reports or ():
-        report_registry().get(name)
+        registry.get(name)  # fail on an unknown format before the run, not after it
     out = args.out or Path("results") / time.strftime("loadtest-%Y%m%d-%H%M%S")
     err = Console(stderr=True)
     err.print(f"[bold]loadtest[/] {config.profile.kind} x {config.workload.kind} -> {config.target.url} ({config.target.model}); results in {out}")

@@ -122,27 +122,26 @@ def arrivals_of(records: Sequence[RequestRecord]) -> Arrivals:
 
 def slo_report(
     objectives: Sequence[Objective],
-    measured: Sequence[RequestRecord],
     ok: Sequence[RequestRecord],
     latency: Latency,
+    counts: RequestCounts,
     window_s: float,
 ) -> SLOReport:
-    error_rate = (len(measured) - len(ok)) / len(measured) if measured else None
-    figures = {Metric.TTFT: latency.ttft, Metric.ITL: latency.itl, Metric.TPOT: latency.tpot, Metric.E2E: latency.e2e}
     good = sum(
         1
         for r in ok
         if request_meets(objectives, ttft=r.ttft_s, tpot=request_tpot(r), e2e=r.e2e_s, itl=r.itl_s)
     )
-    results = evaluate(objectives, figures, error_rate)
     if not objectives:  # goodput is only defined against objectives
         return SLOReport(good_requests=good)
+    figures = {Metric.TTFT: latency.ttft, Metric.ITL: latency.itl, Metric.TPOT: latency.tpot, Metric.E2E: latency.e2e}
+    results = evaluate(objectives, figures, counts.error_rate)
     return SLOReport(
         objectives=results,
         passed=all(r.passed for r in results),
         good_requests=good,
         goodput_rps=good / window_s if window_s > 0 else None,
-        goodput_fraction=good / len(measured) if measured else None,
+        goodput_fraction=good / counts.measured if counts.measured else None,
     )
 
 
@@ -208,7 +207,7 @@ def build_stage(
         errors=dict(sorted(Counter(r.error_kind for r in failed if r.error_kind).items())),
         error_rate=len(failed) / len(measured) if measured else None,
     )
-    slo = slo_report(objectives, measured, ok, latency, win.duration_s)
+    slo = slo_report(objectives, ok, latency, counts, win.duration_s)
     arrivals = arrivals_of(records)
     span = max((r.end_s for r in records), default=0.0)
     stage = StageSummary(

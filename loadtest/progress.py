@@ -16,6 +16,8 @@ from loadtest.server_metrics import ServerSample
 from loadtest.stats import percentile
 from loadtest.units import format_seconds
 
+SATURATION_PERCENT = 85.0  # generator CPU (p90) at which its figures are flagged as untrustworthy
+
 WINDOW_S = 10.0
 
 
@@ -116,20 +118,17 @@ def render(p: StageProgress) -> Group:
         else "-",
     )
     cpu = "-" if p.cpu_percent is None else f"{p.cpu_percent:.0f}% of one core"
-    table.add_row("generator CPU", Text(cpu, style="bold red" if (p.cpu_percent or 0) > 85 else ""))
+    table.add_row("generator CPU", Text(cpu, style="bold red" if (p.cpu_percent or 0) >= SATURATION_PERCENT else ""))
     if p.server is not None:
         s = p.server
-        parts = []
-        if s.queue_depth is not None:
-            parts.append(f"queue {s.queue_depth:g}")
-        if s.waiting is not None:
-            parts.append(f"waiting {s.waiting:g}")
-        if s.running is not None:
-            parts.append(f"running {s.running:g}")
-        if s.kv_cache_usage is not None:
-            parts.append(f"KV {s.kv_cache_usage:.0%}")
-        if s.replicas_ready is not None:
-            parts.append(f"replicas {s.replicas_ready:g}")
+        facts = (
+            ("queue {:g}", s.queue_depth),
+            ("waiting {:g}", s.waiting),
+            ("running {:g}", s.running),
+            ("KV {:.0%}", s.kv_cache_usage),
+            ("replicas {:g}", s.replicas_ready),
+        )
+        parts = [fmt.format(value) for fmt, value in facts if value is not None]
         table.add_row("server", "  ".join(parts) or "-")
     bar = Table.grid()
     bar.add_row(ProgressBar(total=total, completed=done, width=60))

@@ -28,11 +28,11 @@ from loadtest.errors import GeneratorError, TargetError
 from loadtest.generator.job import GeneratorJob, GeneratorStatus
 from loadtest.metrics import achieved_rate, build_stage, sweep_report
 from loadtest.profiles import OpenLoad, StageOutcome, StagePlan
-from loadtest.progress import ProgressView, StageProgress
+from loadtest.progress import SATURATION_PERCENT, ProgressView, StageProgress
 from loadtest.reports import write_reports
 from loadtest.records import RecordTail, RequestRecord, read_records
 from loadtest.scraper import MetricsScraper
-from loadtest.stats import percentile
+from loadtest.stats import Distribution
 from loadtest.summary import GeneratorReport, ServerReport, StageSummary, Summary
 from loadtest.tokencount import fill_token_counts
 from loadtest.units import format_seconds
@@ -40,7 +40,6 @@ from loadtest.advisories import collect_warnings
 from loadtest.workloads.base import WorkloadContext, WorkloadPlan
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 
-SATURATION_PERCENT = 85.0
 STARTUP_GRACE_S = 60.0
 POLL_S = 0.5
 SETTLE_TIMEOUT_S = 5.0
@@ -278,19 +277,17 @@ class RecordStatus:
 
 
 def _generator_report(child: GeneratorProcess, first: GeneratorStatus, final: GeneratorStatus | None) -> GeneratorReport:
-    cpu = cpu_percentages(child.cpu_samples, since_unix=first.t0_unix)
-    cpu = [(t, p) for t, p in cpu if t >= 0]
-    values = sorted(p for _, p in cpu)
-    p90 = percentile(values, 90) if values else None
+    cpu = [(t, p) for t, p in cpu_percentages(child.cpu_samples, since_unix=first.t0_unix) if t >= 0]
+    dist = Distribution.of(p for _, p in cpu)
     return GeneratorReport(
         cpu_seconds=final.cpu_seconds if final else None,
         cpu_seconds_load=final.cpu_seconds_load if final else None,
-        cpu_percent_mean=sum(values) / len(values) if values else None,
-        cpu_percent_p90=p90,
-        cpu_percent_max=values[-1] if values else None,
+        cpu_percent_mean=dist.mean,
+        cpu_percent_p90=dist.p90,
+        cpu_percent_max=dist.max,
         loop_lag_p99_s=final.loop_lag_p99_s if final else None,
         loop_lag_max_s=final.loop_lag_max_s if final else None,
-        saturated=p90 is not None and p90 >= SATURATION_PERCENT,
+        saturated=dist.p90 is not None and dist.p90 >= SATURATION_PERCENT,
         cpu_samples=tuple((round(t, 3), round(p, 2)) for t, p in cpu),
     )
 

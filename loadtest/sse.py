@@ -140,10 +140,6 @@ def parse_chunk(data: str) -> ChunkInfo:
     error = _error_text(body)
     if error is not None:
         return ChunkInfo(error=error)
-    usage = body.get("usage")
-    parsed_usage = None
-    if isinstance(usage, dict):
-        parsed_usage = Usage(_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
     choices = body.get("choices") or []
     text_parts: list[str] = []
     finish = None
@@ -160,8 +156,18 @@ def parse_chunk(data: str) -> ChunkInfo:
             text_parts.append(choice["text"])
         finish = choice.get("finish_reason") or finish
     return ChunkInfo(
-        text="".join(text_parts), has_choices=bool(choices), usage=parsed_usage, finish_reason=finish
+        text="".join(text_parts),
+        has_choices=bool(choices),
+        usage=parse_usage(body.get("usage")),
+        finish_reason=finish,
     )
+
+
+def parse_usage(value: object) -> Usage | None:
+    """The token counts of an OpenAI ``usage`` object (``None`` if ``value`` is not one)."""
+    if not isinstance(value, dict):
+        return None
+    return Usage(_int(value.get("prompt_tokens")), _int(value.get("completion_tokens")))
 
 
 def _error_text(body: dict) -> str | None:

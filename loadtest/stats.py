@@ -12,8 +12,6 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-REPORTED_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
-
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0..100) of already sorted, non-empty values."""

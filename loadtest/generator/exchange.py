@@ -19,7 +19,7 @@ from geventhttpclient.response import HTTPParseError
 from loadtest.errors import ParseError
 from loadtest.openai_api import classify_status, error_message, parse_retry_after
 from loadtest.records import ErrorKind
-from loadtest.sse import SSEDecoder, StreamTimer, Usage
+from loadtest.sse import SSEDecoder, StreamTimer, Usage, parse_usage
 
 
 @dataclass
@@ -123,9 +123,7 @@ def _read_json(data: bytes, out: Exchange) -> None:
         raise ParseError(f"response is not JSON: {data[:120]!r}") from exc
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
         raise ParseError(f"response has no choices: {data[:120]!r}")
-    usage = body.get("usage")
-    if isinstance(usage, dict):
-        out.usage = Usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    out.usage = parse_usage(body.get("usage"))
     texts = []
     for choice in body["choices"]:
         message = choice.get("message") if isinstance(choice, dict) else None

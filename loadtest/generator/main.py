@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 import gevent
@@ -72,8 +73,6 @@ class LagProbe:
         self._greenlet = gevent.spawn(self._loop)
 
     def _loop(self) -> None:
-        import time
-
         while True:
             before = time.perf_counter()
             gevent.sleep(LAG_PROBE_S)
@@ -183,10 +182,11 @@ def run_job(job: GeneratorJob) -> str:
     run.stop()
     runner.quit()
     lag_p99, lag_max = probe.stop()
+    cpu_at_end = _cpu_seconds()
     status(
         "final",
-        cpu_seconds=_cpu_seconds(),
-        cpu_seconds_load=_cpu_seconds() - cpu_at_start,
+        cpu_seconds=cpu_at_end,
+        cpu_seconds_load=cpu_at_end - cpu_at_start,
         loop_lag_p99_s=lag_p99,
         loop_lag_max_s=lag_max,
         stop_reason=reason,

@@ -102,7 +102,7 @@ class OpenAIUser(User):
             if request_id is None:
                 return
             body = request_body(self.target, system=system, history=history, turn=turn)
-            exchange, record = self._send(request_id, session, number, turn, body, scheduled)
+            exchange = self._send(request_id, session, number, turn, body, scheduled)
             scheduled = None  # only a session's first request has a scheduled start
             if not exchange.ok:
                 if (
@@ -122,7 +122,7 @@ class OpenAIUser(User):
         turn: Turn,
         body: dict,
         scheduled: float | None,
-    ) -> tuple[Exchange, RequestRecord]:
+    ) -> Exchange:
         run = self.run_context
         start = run.now()
         start_unix = time.time()
@@ -151,7 +151,7 @@ class OpenAIUser(User):
             self._client = None
         record = self._record(request_id, session, number, turn, exchange, start, start_unix, scheduled)
         self._report(exchange, record)
-        return exchange, record
+        return exchange
 
     def _record(
         self,

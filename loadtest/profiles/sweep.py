@@ -44,10 +44,9 @@ def next_sweep_rate(
         probe_count += 1
         if not passed or probe_count == len(probes):
             break
-    if probe_count < len(probes) and all(p for _, p in history):
-        return probes[probe_count]
     if all(p for _, p in history):
-        return None  # every probe passed: the answer is at least the last probe
+        # the next probe; after the last one, done: the answer is at least that probe
+        return probes[probe_count] if probe_count < len(probes) else None
     if len(history) - probe_count >= refine:
         return None
     passing = [r for r, p in history if p]

@@ -75,19 +75,15 @@ def stage_section(stage: StageSummary) -> list[str]:
     )
     sv = stage.server
     if sv.generation_tokens_delta is not None or sv.queue_depth_max is not None:
-        parts = []
-        if sv.generation_tokens_delta is not None:
-            parts.append(f"generation tokens +{sv.generation_tokens_delta:.0f}")
-        if sv.prompt_tokens_delta is not None:
-            parts.append(f"prompt tokens +{sv.prompt_tokens_delta:.0f}")
-        if sv.prefix_cache_hit_rate is not None:
-            parts.append(f"prefix-cache hit rate {sv.prefix_cache_hit_rate:.1%}")
-        if sv.queue_depth_max is not None:
-            parts.append(f"max queue depth {sv.queue_depth_max:.0f}")
-        if sv.kv_cache_usage_max is not None:
-            parts.append(f"max KV cache use {sv.kv_cache_usage_max:.0%}")
-        if sv.replicas_ready_max is not None:
-            parts.append(f"max ready replicas {sv.replicas_ready_max:.0f}")
+        facts = (
+            ("generation tokens +{:.0f}", sv.generation_tokens_delta),
+            ("prompt tokens +{:.0f}", sv.prompt_tokens_delta),
+            ("prefix-cache hit rate {:.1%}", sv.prefix_cache_hit_rate),
+            ("max queue depth {:.0f}", sv.queue_depth_max),
+            ("max KV cache use {:.0%}", sv.kv_cache_usage_max),
+            ("max ready replicas {:.0f}", sv.replicas_ready_max),
+        )
+        parts = [fmt.format(value) for fmt, value in facts if value is not None]
         lines += ["", "Server (from /metrics over the stage): " + ", ".join(parts) + "."]
     return lines
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from loadtest.metrics import request_tpot
 from loadtest.records import RequestRecord
 from loadtest.reports.base import measured_ok
 from loadtest.slo import Metric
@@ -52,10 +53,12 @@ def plot_cdfs(summary: Summary, records: Sequence[RequestRecord], path: Path) ->
         (axes[1][1], "E2E", Metric.E2E, lambda rs: [r.e2e_s for r in rs]),
     )
     stages = summary.stages
+    per_stage = [
+        (stage.label if len(stages) > 1 else "measured ok", measured_ok(summary, stage, records)) for stage in stages
+    ]
     for ax, title, metric, values in panels:
-        for stage in stages:
-            label = stage.label if len(stages) > 1 else "measured ok"
-            _cdf(ax, values(measured_ok(summary, stage, records)), label)
+        for label, ok in per_stage:
+            _cdf(ax, values(ok), label)
         for threshold in _thresholds(summary, metric):
             ax.axvline(threshold * 1e3, color="red", linestyle="--", linewidth=1)
         ax.set_title(title)
@@ -72,8 +75,6 @@ def plot_cdfs(summary: Summary, records: Sequence[RequestRecord], path: Path) ->
 
 
 def _tpots(records: Sequence[RequestRecord]) -> list[float]:
-    from loadtest.metrics import request_tpot
-
     return [t for r in records if (t := request_tpot(r)) is not None]
 
 

@@ -90,7 +90,6 @@ class ShapeState:
     shape: Shape
     next_replicas: int | None
     note: str
-    per_replica_rps: float | None = None
 
 
 def shape_state(
@@ -152,11 +151,11 @@ def shape_state(
             why = f"the smallest passing count is {pass_min}"
         else:
             why = f"needs more than {upper} replicas (space/budget limit or failed deploys)"
-        return ShapeState(shape, None, f"done: {why}; {known}", c1)
+        return ShapeState(shape, None, f"done: {why}; {known}")
     target = min(max(predicted, affordable[0]), affordable[-1])
     chosen = next(n for n in affordable if n >= target)
     bounds = f"fails <= {lo - 1}" + ("" if pass_min is None else f", passes at {pass_min}")
-    return ShapeState(shape, chosen, f"{known}; {bounds}; try {chosen}", c1)
+    return ShapeState(shape, chosen, f"{known}; {bounds}; try {chosen}")
 
 
 def closest_fallback(space: SearchSpace, by_id: Mapping[str, RunRecord]) -> Trial | None:

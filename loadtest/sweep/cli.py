@@ -12,7 +12,6 @@ Rerunning the same spec into the same DIR resumes; Ctrl-C leaves a valid partial
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -29,8 +28,6 @@ from loadtest.errors import ConfigError
 if TYPE_CHECKING:  # the sweep's modules are imported by the commands that use them
     from loadtest.sweep.report import SweepReport
     from loadtest.sweep.results import RunRecord, Trial
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_sweep_commands(sub: argparse._SubParsersAction) -> None:
@@ -123,6 +120,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from loadtest.sweep.store import ResultsFolder
     from loadtest.sweep.serveout_measurer import ServeoutMeasurer
     from loadtest.sweep.spec_io import load_sweep_spec
+    from serving.cli import models_dir
     from serving.config.model_spec import ModelCatalog
     from serving.local_cluster import ClusterOptions, LocalCluster
 
@@ -130,7 +128,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     prices = load_price_table(spec.prices)
     out = args.out or Path("results") / f"sweep-{spec.name}"
     folder = ResultsFolder(out)
-    catalog = ModelCatalog(Path(os.environ.get("SERVEOUT_MODELS_DIR", REPO_ROOT / "models")))
+    catalog = ModelCatalog(models_dir())
     with LocalCluster(ClusterOptions(http_port=args.port)) as cluster, \
             Live(Text("starting Ray"), console=console, refresh_per_second=2) as live:
         progress = LiveProgress(live)

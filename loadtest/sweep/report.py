@@ -141,8 +141,3 @@ def build_report(
         notes=tuple(notes),
         warnings=(*warnings, *saturated),
     )
-
-
-def report_space(report: SweepReport) -> SearchSpace:
-    """The search space a report was built from (e.g. to re-plan)."""
-    return SearchSpace(report.spec, report.prices)

@@ -78,7 +78,7 @@ class Trial(Strict):
     """A request to measure ``candidate`` at each offered rate, lowest first.
 
     A measurer may skip the rates above one whose point fails the SLO
-    (:func:`loadtest.sweep.slo.evaluate_point`): higher rates are then taken as failing.
+    (:func:`loadtest.sweep.verdicts.evaluate_point`): higher rates are then taken as failing.
     """
 
     candidate: Candidate

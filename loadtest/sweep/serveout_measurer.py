@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from loadtest.cli import EXIT_OK, EXIT_SLO_FAILED
 from loadtest.summary import StageSummary, load_summary
 from loadtest.sweep.candidate import Candidate
 from loadtest.sweep.results import LoadPoint, MeasuredResult, RunStatus, Trial
@@ -25,8 +26,6 @@ from serving.config.stack import GatewaySpec, ReplicaSpec, StackConfig
 from serving.errors import ClusterError
 from serving.local_cluster import LocalCluster
 from serving.model_store import ModelStore
-
-EXIT_OK, EXIT_SLO_FAILED = 0, 1
 
 
 def stack_config_for(candidate: Candidate, spec: SweepSpec, *, catalog: ModelCatalog, model_path: Path,

@@ -172,7 +172,7 @@ class BudgetSpec(Strict):
 
 
 class SearchSettings(Strict):
-    """How the configuration space is searched (see :mod:`loadtest.sweep.strategies`)."""
+    """How the configuration space is searched (see :mod:`loadtest.sweep.strategy`)."""
 
     strategy: str = Field("capacity-search", description="registered strategy name")
     ladder_factor: float = Field(

@@ -76,6 +76,8 @@ def _apply(document: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]
 
 
 def _deep_copy(node: Any) -> Any:
+    """Copy dicts and lists. Unlike ``copy.deepcopy``, a YAML alias (one object in two
+    places) becomes two copies, so an override at one path never changes the other."""
     if isinstance(node, dict):
         return {k: _deep_copy(v) for k, v in node.items()}
     if isinstance(node, list):

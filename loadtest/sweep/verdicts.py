@@ -22,7 +22,7 @@ import enum
 import math
 
 from loadtest.sweep.base import Strict
-from loadtest.sweep.results import LoadPoint, RunRecord, RunStatus, same_rate
+from loadtest.sweep.results import LoadPoint, RunRecord, RunStatus
 from loadtest.sweep.spec import SloSpec
 
 
@@ -148,7 +148,3 @@ def lowest_failing_rate(record: RunRecord, slo: SloSpec) -> float | None:
     """The lowest measured offered rate whose point failed the SLO."""
     failing = [p.offered_rps for p in record.result.points if not evaluate_point(p, slo).passed]
     return min(failing, default=None)
-
-
-def rate_in(rate: float, rates: tuple[float, ...]) -> bool:
-    return any(same_rate(rate, r) for r in rates)

@@ -74,9 +74,6 @@ class PromptFactory:
             for text, ids, n in zip(drafts, encoded, lengths)
         ]
 
-    def text(self, length: int) -> str:
-        return self.texts([length])[0]
-
     def _draft(self, n: int) -> str:
         picks = self.rng.integers(0, len(self.words), size=max(n, 0))
         return "".join(self.words[i] for i in picks).lstrip()
