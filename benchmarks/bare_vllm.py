@@ -1,8 +1,8 @@
 """The bare vLLM OpenAI server, as the reference the benchmarks compare against.
 
-Started with the engine settings serveout gives its own replicas (same model spec,
-bf16, eager, 1 GiB KV cache, intel-openmp preload, OMP bound to both cores), so a
-side-by-side figure measures the serving path, not a configuration difference.
+Started with the engine settings serveout gives its own replicas (same model spec:
+its dtype and KV cache size, eager, intel-openmp preload, OMP bound to both cores), so
+a side-by-side figure measures the serving path, not a configuration difference.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from serving.config.loading import build_stack_config
-from serving.config.model_spec import ModelCatalog
+from serving.config.model_spec import ModelCatalog, ModelSpec
 from serving.engine.placement import engine_runtime_env
 from serving.model_store import ModelStore
 
@@ -32,6 +32,11 @@ def model_path() -> Path:
     return ModelStore(ModelCatalog(REPO / "models")).require(MODEL)
 
 
+def _spec() -> ModelSpec:
+    """The default model's spec: the settings serveout's replicas use."""
+    return ModelCatalog(REPO / "models").get(MODEL)
+
+
 def _engine_env() -> dict[str, str]:
     catalog = ModelCatalog(REPO / "models")
     config = build_stack_config({}, catalog=catalog, resolve_path=ModelStore(catalog).require)
@@ -39,14 +44,20 @@ def _engine_env() -> dict[str, str]:
 
 
 @contextmanager
-def bare_vllm_server(port: int, log: Path, *, timeout_s: float = 300.0) -> Iterator[str]:
-    """Run ``vllm.entrypoints.openai.api_server`` until the block ends; yields its URL once healthy."""
+def bare_vllm_server(
+    port: int, log: Path, *, dtype: str | None = None, timeout_s: float = 300.0
+) -> Iterator[str]:
+    """Run ``vllm.entrypoints.openai.api_server`` until the block ends; yields its URL once
+    healthy. ``dtype`` defaults to the model spec's."""
+    spec = _spec()
     env = {**os.environ, **_engine_env(), "VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_HOST_IP": "127.0.0.1"}
     command = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path()),
-        "--served-model-name", MODEL, "--dtype", "bfloat16", "--max-model-len", "2048",
-        "--enforce-eager", "--max-num-seqs", "64", "--enable-prefix-caching",
-        "--kv-cache-memory-bytes", str(1 << 30), "--host", "127.0.0.1", "--port", str(port),
+        "--served-model-name", MODEL, "--dtype", dtype or spec.dtype.value,
+        "--max-model-len", str(spec.max_model_len), "--enforce-eager",
+        "--max-num-seqs", str(spec.engine.max_num_seqs), "--enable-prefix-caching",
+        "--kv-cache-memory-bytes", str(int(spec.engine.kv_cache_space_gib * (1 << 30))),
+        "--host", "127.0.0.1", "--port", str(port),
         "--disable-uvicorn-access-log", "--disable-log-stats",
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}"

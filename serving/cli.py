@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, read_stack_file
-from serving.config.model_spec import ModelCatalog
+from serving.config.model_spec import Dtype, ModelCatalog
 from serving.config.stack import RoutingPolicyName, StackConfig
 from serving.errors import ServeoutError
 from serving.manifests import add_render_command
@@ -84,6 +84,8 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
     data = read_stack_file(Path(args.config)) if args.config else {}
     if args.model:
         data["model"] = args.model
+    if args.dtype:
+        data["dtype"] = args.dtype
     overrides = {
         "replicas": {"num_replicas": args.replicas, "cpus_per_rank": args.cpus_per_rank},
         "routing": {"policy": args.routing},
@@ -225,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start a local Ray cluster and serve a model")
     up.add_argument("--config", help="stack YAML file (see docs/serving.md)")
     up.add_argument("--model", help=f"model spec name (default {DEFAULT_MODEL})")
+    up.add_argument("--dtype", choices=[d.value for d in Dtype],
+                    help="override the model spec's dtype (CPU specs use float32: see docs/serving.md)")
     up.add_argument("--replicas", type=int)
     up.add_argument("--cpus-per-rank", type=int)
     up.add_argument("--routing", choices=[p.value for p in RoutingPolicyName])

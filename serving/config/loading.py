@@ -2,9 +2,10 @@
 
 A stack file names its model (a spec in ``models/``) and may override any part of
 the deployment; the spec's engine settings are the base that ``engine:`` keys
-override. Example::
+override, and ``dtype:`` overrides the spec's dtype. Example::
 
     model: smollm2-135m-instruct
+    dtype: bfloat16           # the CPU spec says float32 (correct on every CPU)
     replicas: {num_replicas: 2}
     routing: {policy: prefix-affinity}
     engine: {max_num_seqs: 32}
@@ -18,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from serving.config.model_spec import ModelCatalog
+from serving.config.model_spec import ModelCatalog, ModelSpec
 from serving.config.stack import StackConfig
 from serving.errors import ConfigError
 
@@ -64,6 +65,8 @@ def build_stack_config(
     engine = merge(spec.engine.model_dump(), data.pop("engine", None) or {})
     path = model_path or data.pop("model_path", None) or resolve_path(name)
     try:
+        if (dtype := data.pop("dtype", None)) is not None:
+            spec = ModelSpec.model_validate({**spec.model_dump(), "dtype": dtype})
         return StackConfig.model_validate(
             {**data, "model": spec, "model_path": path, "engine": engine}
         )

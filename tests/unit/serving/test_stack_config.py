@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from serving.config.loading import build_stack_config, merge
-from serving.config.model_spec import ModelCatalog
+from serving.config.model_spec import Dtype, ModelCatalog
 from serving.config.stack import RoutingPolicyName
 from serving.errors import ConfigError
 
@@ -26,6 +26,15 @@ def test_engine_keys_override_the_spec_and_keep_the_rest():
     config = build({"engine": {"max_num_seqs": 8}})
     assert config.engine_settings.max_num_seqs == 8
     assert config.engine_settings.enforce_eager is config.model.engine.enforce_eager
+
+
+def test_dtype_overrides_the_spec_and_is_validated():
+    assert build({}).model.dtype is Dtype.FLOAT32  # the CPU default: right answers on every x86 CPU
+    config = build({"dtype": "bfloat16"})
+    assert config.model.dtype is Dtype.BFLOAT16
+    assert config.engine_replica_config().model.dtype is Dtype.BFLOAT16
+    with pytest.raises(ConfigError, match="float32"):
+        build({"dtype": "float8"})
 
 
 def test_routing_policy_by_name_and_unknown_name_lists_valid_ones():
