@@ -23,6 +23,12 @@ class SamplingSettings:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     ignore_eos: bool = False
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    top_k: int = -1  # -1 or 0: no top-k cut
+    min_p: float = 0.0
+    min_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,7 @@ class GenerationRequest:
     sampling: SamplingSettings
     session_id: str | None = None
     deadline_s: float | None = None  # absolute time.time() after which the engine aborts it
+    trace_id: str | None = None  # the HTTP request's X-Request-Id, for log lines
 
 
 @dataclass(frozen=True)

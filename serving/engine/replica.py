@@ -9,6 +9,7 @@ engine stats for routing (``record_routing_stats``) and autoscaling
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -53,8 +54,18 @@ class EngineReplica:
         log.info("replica %s bound to cores %s", self.replica_id, binding.omp_threads_bind())
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
-        async for chunk in self._engine.generate(request):
-            yield chunk
+        last: GenerationChunk | None = None
+        try:
+            async for chunk in self._engine.generate(request):
+                last = chunk
+                yield chunk
+        finally:  # one structured line per request, carrying the client's X-Request-Id
+            log.info(json.dumps({
+                "event": "engine_request", "request_id": request.trace_id,
+                "engine_request_id": request.request_id, "replica": self.replica_id,
+                "completion_tokens": last.completion_tokens if last else 0,
+                "finished": bool(last and last.finished),
+            }))
 
     async def stats(self) -> EngineStats:
         return self._engine.stats()

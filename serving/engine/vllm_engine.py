@@ -61,6 +61,12 @@ def sampling_params(request: GenerationRequest) -> SamplingParams:
         stop=list(s.stop) or None,
         seed=s.seed,
         ignore_eos=s.ignore_eos,
+        presence_penalty=s.presence_penalty,
+        frequency_penalty=s.frequency_penalty,
+        repetition_penalty=s.repetition_penalty,
+        top_k=s.top_k,
+        min_p=s.min_p,
+        min_tokens=s.min_tokens,
         output_kind=RequestOutputKind.DELTA,
     )
 

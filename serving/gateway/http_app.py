@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving.errors import InvalidRequestError, RequestError, RequestTooLargeError
 from serving.gateway.error_mapping import ErrorResponse, http_error, map_error
+from serving.gateway.request_id import RequestIdMiddleware
 from serving.gateway.schemas import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -64,11 +65,21 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
 
 
 def parse_body(raw: bytes, model: type[Body]) -> Body:
-    """Malformed JSON or wrong types -> 400 with the offending field as ``param``."""
+    """Malformed JSON or wrong types -> 400 with the offending field as ``param``.
+
+    Also refused: nesting too deep for the parser, and strings holding lone UTF-16
+    surrogates (``"\\ud800"`` is valid JSON but not text any tokenizer can encode).
+    """
     try:
         data: Any = json.loads(raw)
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequestError("the body holds a lone UTF-16 surrogate (\\ud800-\\udfff), "
+                                  "which is not text") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidRequestError(f"malformed JSON body: {exc}") from None
+    except RecursionError:
+        raise InvalidRequestError("malformed JSON body: nested too deeply") from None
     return model.model_validate(data)
 
 
@@ -81,6 +92,7 @@ def build_http_app(
 ) -> FastAPI:
     """The gateway's routes over ``service``; ``status`` feeds ``GET /status``."""
     app = FastAPI(title="serveout gateway", version="1")
+    app.add_middleware(RequestIdMiddleware)
 
     async def body_of(request: Request, model: type[Body]) -> Body:
         return parse_body(await read_body(request, max_body_bytes), model)
@@ -92,7 +104,8 @@ def build_http_app(
             endpoint = "chat" if model is ChatCompletionRequest else "completions"
             service.metrics.requests.labels("unknown", endpoint, str(map_error(exc).status)).inc()
             raise
-        result = await service.complete(body, session_id=request.headers.get("x-session-id"))
+        result = await service.complete(body, session_id=request.headers.get("x-session-id"),
+                                        trace_id=request.state.request_id)
         if isinstance(result, EventStream):
             return _ClosingStreamingResponse(result)
         return JSONResponse(result.body, headers={REPLICA_HEADER: result.replica_id})

@@ -13,7 +13,7 @@ from serving.engine.protocol import GenerationChunk
 from serving.gateway.schemas import now, usage
 
 SSE_DONE = "data: [DONE]\n\n"
-_FINISH_REASONS = {"stop", "length"}
+ERROR_FINISH = "error"  # the answer was cut by a failure: never disguised as "stop"
 
 
 def sse(payload: dict) -> str:
@@ -21,10 +21,10 @@ def sse(payload: dict) -> str:
 
 
 def finish_reason(reason: str | None) -> str | None:
-    """vLLM's finish reason as OpenAI spells it (``abort`` never reaches a client)."""
-    if reason is None:
-        return None
-    return reason if reason in _FINISH_REASONS else "stop"
+    """vLLM's finish reason, honestly: ``stop`` and ``length`` as OpenAI spells them;
+    ``abort`` and ``error`` (the answer was cut short) are passed through, as vLLM's
+    own server does, never shown as ``stop``."""
+    return None if reason is None else str(reason)
 
 
 @dataclass
@@ -89,7 +89,7 @@ class ResponseAssembler:
             "created": h.created,
             "model": h.model,
             "choices": [
-                self._fmt.choice(i, text, self._reasons[i] or "stop")
+                self._fmt.choice(i, text, self._reasons[i] or ERROR_FINISH)
                 for i, text in enumerate(self._texts)
             ],
             "usage": usage(self.prompt_tokens, self.completion_tokens),
@@ -102,6 +102,7 @@ class StreamEncoder:
     def __init__(self, fmt: Format, header: ResponseHeader, n: int, include_usage: bool) -> None:
         self._fmt, self._header, self._include_usage = fmt, header, include_usage
         self._started = [False] * n
+        self._finished = [False] * n
         self.prompt_tokens = self.completion_tokens = 0
 
     def _event(self, choices: list[dict], with_usage: dict | None = None) -> str:
@@ -125,6 +126,7 @@ class StreamEncoder:
             if not d.text and reason is None and not first:
                 continue
             self._started[d.index] = True
+            self._finished[d.index] |= reason is not None
             events.append(self._event([self._fmt.chunk_choice(d.index, d.text, reason, first)]))
         self.prompt_tokens, self.completion_tokens = chunk.prompt_tokens, chunk.completion_tokens
         return events
@@ -136,7 +138,12 @@ class StreamEncoder:
         events.append(SSE_DONE)
         return events
 
-    @staticmethod
-    def error(body: dict) -> str:
-        """An error after the stream started: one SSE ``data`` event with the error body."""
-        return sse(body)
+    def error(self, body: dict) -> list[str]:
+        """An error after the stream started: ``finish_reason: "error"`` for every choice
+        still open, then one SSE ``data`` event with the error body, then ``[DONE]``."""
+        open_choices = [
+            self._fmt.chunk_choice(i, None, ERROR_FINISH, not self._started[i])
+            for i, done in enumerate(self._finished) if not done
+        ]
+        events = [self._event([c]) for c in open_choices]
+        return [*events, sse(body), SSE_DONE]

@@ -58,13 +58,15 @@ def plan_request(
     request_id: str,
     session_id: str | None = None,
     deadline_s: float | None = None,
+    trace_id: str | None = None,
 ) -> GenerationRequest:
     """Validate meaning, tokenise and size the request."""
     check_model(body.model, served_model)
     unsupported = body.unsupported_fields()
     if unsupported:
         raise InvalidRequestError(
-            f"unsupported parameter(s): {', '.join(unsupported)}", param=unsupported[0]
+            f"unsupported parameter(s): {', '.join(unsupported)} (serveout refuses what it "
+            "would otherwise ignore)", param=unsupported[0]
         )
     if body.stream_options is not None and not body.stream:
         raise InvalidRequestError(
@@ -81,6 +83,10 @@ def plan_request(
     max_tokens = plan_max_tokens(
         len(prompt_ids), body.requested_max_tokens(), max_model_len, prompt_param=param
     )
+    if body.min_tokens > max_tokens:
+        raise InvalidRequestError(
+            f"min_tokens ({body.min_tokens}) is larger than max_tokens ({max_tokens})", param="min_tokens"
+        )
     sampling = SamplingSettings(
         max_tokens=max_tokens,
         temperature=body.temperature,
@@ -89,6 +95,12 @@ def plan_request(
         stop=body.stop_sequences(),
         seed=body.seed,
         ignore_eos=body.ignore_eos,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        repetition_penalty=body.repetition_penalty,
+        top_k=body.top_k,
+        min_p=body.min_p,
+        min_tokens=body.min_tokens,
     )
     return GenerationRequest(
         request_id=request_id,
@@ -96,4 +108,5 @@ def plan_request(
         sampling=sampling,
         session_id=session_id,
         deadline_s=deadline_s,
+        trace_id=trace_id,
     )

@@ -1,7 +1,9 @@
 """OpenAI request bodies the gateway accepts (pydantic) and the response shapes it builds.
 
-Unknown fields are ignored, as the OpenAI SDK sends optional extras; fields we know
-but do not implement are refused with a clear 400 (see ``UNSUPPORTED_FIELDS``).
+Every sampling field that changes the answer is either honoured (passed to the
+engine) or refused with a clear 400: nothing is silently ignored. Fields outside the
+schema are refused when set to a non-default value, except the few that have no
+effect on generation (``NO_EFFECT_FIELDS``).
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_CHOICES = 16
 MAX_STOP_SEQUENCES = 4
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Accepted and ignored: they do not change what is generated.
+NO_EFFECT_FIELDS = frozenset({"metadata", "store", "service_tier", "parallel_tool_calls"})
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     def unsupported_fields(self) -> list[str]:
-        """Names of fields sent that we know of but do not implement (non-default values)."""
+        """Fields outside the schema sent with a non-default value (we would ignore them)."""
         extra = self.model_extra or {}
-        return [k for k in UNSUPPORTED_FIELDS if extra.get(k) not in (None, False, 0, [], {})]
+        return sorted(
+            k for k, v in extra.items() if k not in NO_EFFECT_FIELDS and v not in (None, False, 0, [], {})
+        )
 
 
 class StreamOptions(BaseModel):
@@ -54,7 +61,14 @@ class SamplingFields(_Body):
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     n: Annotated[int, Field(ge=1, le=MAX_CHOICES)] = 1
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: Annotated[int | None, Field(ge=INT64_MIN, le=INT64_MAX)] = None
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] = 0.0
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] = 0.0
+    # vLLM extensions (the OpenAI SDK sends them through ``extra_body``).
+    repetition_penalty: Annotated[float, Field(gt=0, le=10)] = 1.0
+    top_k: Annotated[int, Field(ge=-1)] = -1
+    min_p: Annotated[float, Field(ge=0, le=1)] = 0.0
+    min_tokens: Annotated[int, Field(ge=0)] = 0
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
@@ -102,19 +116,6 @@ class TokenizeRequest(_Body):
 class DetokenizeRequest(_Body):
     model: str
     tokens: list[Annotated[int, Field(ge=0)]]
-
-
-UNSUPPORTED_FIELDS = (
-    "logprobs",
-    "top_logprobs",
-    "tools",
-    "functions",
-    "response_format",
-    "logit_bias",
-    "echo",
-    "best_of",
-    "suffix",
-)
 
 
 def new_id(prefix: str) -> str:

@@ -1,13 +1,14 @@
 """The gateway's request handling, independent of HTTP framework and of Ray.
 
-For one completion request: validate and tokenise (400s), admit (429), stream from
-an engine replica under the request's deadline (504), and format the answer as
-OpenAI JSON or SSE events, recording metrics on the way.
+For one completion request: admit (429), validate and tokenise off the event loop
+(400s), stream from an engine replica under the request's deadline (504), and format
+the answer as OpenAI JSON or SSE events, recording metrics on the way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,7 +27,6 @@ from serving.gateway.engine_client import EngineClient
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.replica_status import ReplicaCounts
 from serving.gateway.openai_format import (
-    SSE_DONE,
     ChatFormat,
     CompletionFormat,
     ResponseAssembler,
@@ -107,6 +107,7 @@ class GatewayService:
         body: ChatCompletionRequest | CompletionRequest,
         *,
         session_id: str | None = None,
+        trace_id: str | None = None,
     ) -> JsonAnswer | EventStream:
         """A whole response, or an :class:`EventStream` when ``body.stream`` is set.
 
@@ -116,9 +117,16 @@ class GatewayService:
         started = time.monotonic()
         chat = isinstance(body, ChatCompletionRequest)
         endpoint = "chat" if chat else "completions"
+        ticket: AdmissionTicket | None = None
         try:
             served = self.model(body.model)
-            request = plan_request(
+            served.check_can_serve()
+            # Admission first: a request counts against the bound from the moment it is
+            # parsed, so a burst cannot wait unbounded in a tokenisation backlog.
+            ticket = self._admit(served)
+            # Tokenising is CPU work: off the event loop, which keeps serving streams.
+            request = await asyncio.to_thread(
+                plan_request,
                 body,
                 tokenizer=served.tokenizer,
                 served_model=served.name,
@@ -126,15 +134,21 @@ class GatewayService:
                 request_id=new_id("chatcmpl" if chat else "cmpl"),
                 session_id=session_id,
                 deadline_s=time.time() + self.request_timeout_s,
+                trace_id=trace_id,
             )
-            served.check_can_serve()
-            ticket = self._admit(served)
-        except RequestError as exc:
-            model = body.model if body.model in self.models else "unknown"
-            self.metrics.requests.labels(model, endpoint, str(map_error(exc).status)).inc()
+        except BaseException as exc:
+            if ticket is not None:
+                ticket.release()
+            if isinstance(exc, RequestError):
+                model = body.model if body.model in self.models else "unknown"
+                status = map_error(exc).status
+                self.metrics.requests.labels(model, endpoint, str(status)).inc()
+                log_request(request_id=trace_id, model=model, endpoint=endpoint, status=status,
+                            error=type(exc).__name__)
             raise
         if self.log_prompts:
-            log.info("request %s prompt tokens %s", request.request_id, request.prompt_token_ids)
+            log_request(request_id=trace_id, engine_request_id=request.request_id,
+                        prompt_token_ids=list(request.prompt_token_ids))
         call = _Call(self, served, request, endpoint, started, ticket)
         fmt = ChatFormat() if chat else CompletionFormat()
         header = ResponseHeader(id=request.request_id, model=served.name)
@@ -217,8 +231,8 @@ class _Call:
                 yield event
         except Exception as exc:  # after the first byte: report in-band, then end the stream
             error = exc
-            yield StreamEncoder.error(map_error(exc).body)
-            yield SSE_DONE
+            for event in encoder.error(map_error(exc).body):
+                yield event
         except BaseException as exc:  # cancelled: the client went away
             error = exc
             raise
@@ -239,6 +253,21 @@ class _Call:
         if self.last is not None:
             metrics.record_tokens(model, self.last.prompt_tokens, self.last.completion_tokens)
         metrics.in_flight.labels(model).dec()  # last: a scraper seeing 0 in flight sees every token
+        last = self.last
+        log_request(
+            request_id=self.request.trace_id, engine_request_id=self.request.request_id, model=model,
+            endpoint=self.endpoint, status=int(status), replica=last.replica_id if last else None,
+            prompt_tokens=last.prompt_tokens if last else None,
+            completion_tokens=last.completion_tokens if last else None,
+            latency_s=round(time.monotonic() - self.started, 4),
+            error=type(error).__name__ if status not in ("200", "499") else None,
+        )
+
+
+def log_request(**fields) -> None:
+    """One structured (JSON) log line about a request; never prompt or completion text
+    (prompt token ids only when ``gateway.log_prompts`` is on)."""
+    log.info(json.dumps({"event": "request", **{k: v for k, v in fields.items() if v is not None}}))
 
 
 def _status_of(error: BaseException | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from jinja2 import TemplateError
 from transformers import AutoTokenizer
 
 from serving.errors import InvalidRequestError
@@ -22,9 +23,13 @@ class PromptTokenizer:
     def chat_text(self, messages: list[ChatMessage]) -> str:
         """The prompt text after the model's chat template (generation prompt added)."""
         conversation = [{"role": m.role, "content": m.text()} for m in messages]
-        return self._tok.apply_chat_template(
-            conversation, add_generation_prompt=True, tokenize=False
-        )
+        try:
+            return self._tok.apply_chat_template(
+                conversation, add_generation_prompt=True, tokenize=False
+            )
+        except TemplateError as exc:  # e.g. a template that raises on roles out of order
+            raise InvalidRequestError(f"the model's chat template refused the messages: {exc}",
+                                      param="messages") from None
 
     def encode_chat(self, messages: list[ChatMessage]) -> list[int]:
         # The template already holds any special tokens the model wants.

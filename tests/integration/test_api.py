@@ -115,3 +115,12 @@ def test_health_and_metrics(base_stack):
         assert name in text
     assert 'le="0.05"' in text  # sub-second buckets
     assert "vllm:" not in text  # our own namespace
+
+
+def test_request_id_is_returned_and_generated(openai_client):
+    given = openai_client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2,
+        extra_headers={"X-Request-Id": "trace-test-1"})
+    assert given.headers["x-request-id"] == "trace-test-1"
+    made = openai_client.models.with_raw_response.list()
+    assert len(made.headers["x-request-id"]) == 32

@@ -73,6 +73,25 @@ def test_unsupported_parameter_is_400(base_stack):
     assert error_of(post(base_stack, CHAT, json=body), 400)["param"] == "logprobs"
 
 
+@pytest.mark.parametrize("raw, param", [
+    (b'{"model": "m", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None),  # RecursionError before
+    ('{"model": "%s", "messages": [{"role": "user", "content": "\\ud800"}]}' % MODEL, None),  # tokenizer TypeError
+    ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "seed": 9223372036854775808}' % MODEL, "seed"),
+    ('{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "best_of": 2}' % MODEL, "best_of"),
+])
+def test_hostile_bodies_are_400_not_500(base_stack, raw, param):
+    response = post(base_stack, CHAT, content=raw, headers={"content-type": "application/json"})
+    assert error_of(response, 400)["param"] == param
+
+
+def test_sampling_extensions_are_honoured_not_ignored(openai_client):
+    # min_tokens forces at least 6 tokens even for a prompt the model would answer briefly.
+    reply = openai_client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Say OK."}], max_tokens=8, temperature=0,
+        presence_penalty=0.5, frequency_penalty=0.5, extra_body={"min_tokens": 6, "top_k": 5})
+    assert reply.usage.completion_tokens >= 6
+
+
 def test_detokenize_out_of_vocabulary_is_400(base_stack):
     error_of(post(base_stack, "/detokenize", json={"model": MODEL, "tokens": [10**9]}), 400)
 

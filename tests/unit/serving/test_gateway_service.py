@@ -97,3 +97,48 @@ def test_no_replica_and_none_starting_is_503_unless_scaling_from_zero(tokenizer)
         asyncio.run(service(tokenizer, FakeEngineClient(), replicas=none).complete(body()))
     result = asyncio.run(service(tokenizer, FakeEngineClient(), replicas=none, from_zero=True).complete(body()))
     assert result.body["choices"][0]["message"]["content"] == "abc"
+
+
+class SlowTokenizerFake:
+    """Wraps the real tokenizer; every chat encode waits on ``gate`` (a threading.Event)."""
+
+    def __init__(self, tokenizer, gate):
+        self._tok, self.gate = tokenizer, gate
+
+    def encode_chat(self, messages):
+        assert self.gate.wait(5)
+        return self._tok.encode_chat(messages)
+
+    def encode_text(self, text, *, add_special_tokens=True):
+        return self._tok.encode_text(text, add_special_tokens=add_special_tokens)
+
+    def check_ids(self, token_ids, *, param):
+        return self._tok.check_ids(token_ids, param=param)
+
+
+def test_a_burst_is_admitted_before_tokenising_and_the_loop_stays_free(tokenizer):
+    # Before: tokenising ran on the event loop before admission, so a burst waited in a
+    # backlog the bound did not count. Now the bound counts a request from its start.
+    import threading
+
+    gate = threading.Event()
+    svc = service(SlowTokenizerFake(tokenizer, gate), FakeEngineClient(), limit=2)
+
+    async def run():
+        burst = [asyncio.create_task(svc.complete(body())) for _ in range(5)]
+        await asyncio.sleep(0.05)  # the loop runs while both admitted requests tokenise
+        refused = [t for t in burst if t.done() and isinstance(t.exception(), OverloadedError)]
+        assert len(refused) == 3 and svc.models[MODEL].admission.in_flight == 2
+        gate.set()
+        return await asyncio.gather(*(t for t in burst if t not in refused))
+
+    answers = asyncio.run(run())
+    assert [a.body["choices"][0]["message"]["content"] for a in answers] == ["abc", "abc"]
+    assert svc.models[MODEL].admission.in_flight == 0
+
+
+def test_a_refused_request_after_admission_frees_its_slot(tokenizer):
+    svc = service(tokenizer, FakeEngineClient(), limit=1)
+    with pytest.raises(Exception, match="context length"):
+        asyncio.run(svc.complete(body(max_tokens=4096)))
+    assert svc.models[MODEL].admission.in_flight == 0

@@ -1,3 +1,4 @@
+import pytest
 import json
 
 from serving.engine.protocol import GenerationChunk, GenerationDelta
@@ -63,7 +64,23 @@ def test_completion_stream_uses_text_completion_objects():
     assert ev[0]["choices"][0] == {"index": 0, "text": "abc", "logprobs": None, "finish_reason": "length"}
 
 
-def test_abort_is_never_shown_as_a_finish_reason():
+@pytest.mark.parametrize("reason", ["abort", "error"])
+def test_a_cut_answer_is_never_shown_as_stop(reason):
     a = ResponseAssembler(CompletionFormat(), HEADER, n=1)
-    a.add(chunk(GenerationDelta(0, "x", 1, "abort")))
-    assert a.response()["choices"][0]["finish_reason"] == "stop"
+    a.add(chunk(GenerationDelta(0, "x", 1, reason)))
+    assert a.response()["choices"][0]["finish_reason"] == reason
+
+
+def test_an_answer_without_a_finish_reason_is_an_error_not_stop():
+    a = ResponseAssembler(ChatFormat(), HEADER, n=2)
+    a.add(chunk(GenerationDelta(0, "x", 1, "stop"), GenerationDelta(1, "y", 1)))
+    assert [c["finish_reason"] for c in a.response()["choices"]] == ["stop", "error"]
+
+
+def test_a_stream_cut_by_an_error_finishes_open_choices_with_error():
+    enc = StreamEncoder(ChatFormat(), HEADER, n=2, include_usage=False)
+    enc.encode(chunk(GenerationDelta(0, "a", 1, "stop"), GenerationDelta(1, "b", 1)))
+    ev = events(enc.error({"error": {"message": "engine replica failed"}}))
+    assert [e["choices"][0]["index"] for e in ev[:-2]] == [1]
+    assert ev[0]["choices"][0]["finish_reason"] == "error"
+    assert ev[-2]["error"]["message"] == "engine replica failed" and ev[-1] == "[DONE]"

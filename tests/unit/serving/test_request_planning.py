@@ -88,8 +88,37 @@ def test_unsupported_feature_is_refused_by_name(tokenizer):
     assert err.value.param == "logprobs"
 
 
-def test_unknown_extra_fields_are_ignored(tokenizer):
-    assert plan(chat(frequency_penalty=0, metadata={"a": "b"}), tokenizer).sampling.max_tokens > 0
+def test_fields_without_effect_on_generation_are_accepted(tokenizer):
+    assert plan(chat(metadata={"a": "b"}, store=False, logprobs=False), tokenizer).sampling.max_tokens > 0
+
+
+def test_any_other_field_that_would_be_ignored_is_refused(tokenizer):
+    with pytest.raises(InvalidRequestError, match="best_of") as err:
+        plan(chat(best_of=3, logit_bias={"5": 10}), tokenizer)
+    assert err.value.param == "best_of"
+
+
+def test_penalties_and_vllm_sampling_extensions_are_honoured(tokenizer):
+    fields = dict(presence_penalty=0.5, frequency_penalty=-0.5, repetition_penalty=1.2, top_k=20,
+                  min_p=0.05, min_tokens=3, max_tokens=8)
+    s = plan(chat(**fields), tokenizer).sampling
+    assert (s.presence_penalty, s.frequency_penalty, s.repetition_penalty, s.top_k, s.min_p,
+            s.min_tokens) == (0.5, -0.5, 1.2, 20, 0.05, 3)
+
+
+def test_min_tokens_above_max_tokens_is_refused(tokenizer):
+    with pytest.raises(InvalidRequestError, match="min_tokens") as err:
+        plan(chat(min_tokens=9, max_tokens=8), tokenizer)
+    assert err.value.param == "min_tokens"
+
+
+def test_a_chat_template_that_raises_is_a_client_error(tokenizer, monkeypatch):
+    # Templates of many models call raise_exception() on roles that do not alternate.
+    strict = "{% if messages[0]['role'] != 'system' %}{{ raise_exception('roles must alternate') }}{% endif %}"
+    monkeypatch.setattr(tokenizer._tok, "chat_template", strict)
+    with pytest.raises(InvalidRequestError, match="roles must alternate") as err:
+        plan(chat(), tokenizer)
+    assert err.value.param == "messages"
 
 
 def test_stream_options_without_stream_is_refused(tokenizer):
@@ -100,7 +129,8 @@ def test_stream_options_without_stream_is_refused(tokenizer):
 @pytest.mark.parametrize("fields", [
     {"temperature": 3}, {"top_p": 0}, {"n": 0}, {"max_tokens": 0}, {"messages": []},
     {"stop": ["a", "b", "c", "d", "e"]}, {"stop": [""]}, {"messages": [{"role": "robot", "content": "x"}]},
-    {"max_tokens": "many"},
+    {"max_tokens": "many"}, {"seed": 2**63}, {"seed": -(2**63) - 1}, {"presence_penalty": 2.5},
+    {"top_k": -2}, {"min_p": 1.5}, {"repetition_penalty": 0},
 ])
 def test_invalid_values_are_validation_errors(fields):
     with pytest.raises(ValidationError):
