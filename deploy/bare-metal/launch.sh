@@ -2,14 +2,14 @@
 # Multi-node serveout on bare VMs, without Kubernetes: one Ray head, N workers, and
 # the Serve config rendered by `serving render` (serve-config.yaml).
 #
-#   launch.sh head                      on the head VM (no engine runs there)
-#   launch.sh worker HEAD_ADDRESS       on each GPU/CPU VM, e.g. 10.0.0.10
+#   launch.sh head                      on the head VM (its GPUs/CPUs take engine replicas too)
+#   launch.sh worker HEAD_ADDRESS       on each other GPU/CPU VM, e.g. 10.0.0.10
 #   launch.sh deploy SERVE_CONFIG       on the head, once the workers joined
 #   launch.sh status                    on the head
 #   launch.sh stop                      on any VM (`ray stop`: every Ray process of this user)
 #
 # Every VM needs the same Python environment (the serveout package with its GPU or CPU
-# dependencies, e.g. the image of deploy/docker/ or requirements/gpu.txt) and the
+# dependencies, e.g. the image of deploy/docker/ or requirements/gpu.lock) and the
 # weights at the same path (the rendered model_path, /models/<model> by default: an NFS
 # mount or a copy on each VM). Nothing is downloaded at serve time.
 #
@@ -20,6 +20,9 @@
 #   GCS_PORT      head GCS port (default 6379)
 #   METRICS_PORT  Ray's Prometheus port on every node (default 8080)
 #   DASHBOARD     dashboard address for `serve deploy` (default http://127.0.0.1:8265)
+#   HEAD_ENGINES  1 (default): the head offers its detected GPUs and CPUs to engine
+#                 replicas, so 3 VMs x 8 GPUs serve on all 24 GPUs. 0: a dedicated head
+#                 VM without engines (--num-cpus=0 --num-gpus=0), as on KubeRay.
 set -euo pipefail
 
 RAY="${RAY:-ray}"
@@ -27,6 +30,7 @@ SERVE="${SERVE:-serve}"
 GCS_PORT="${GCS_PORT:-6379}"
 METRICS_PORT="${METRICS_PORT:-8080}"
 DASHBOARD="${DASHBOARD:-http://127.0.0.1:8265}"
+HEAD_ENGINES="${HEAD_ENGINES:-1}"
 
 # Offline at serve time, for Ray and every process it starts (replicas inherit it).
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_USAGE_STATS_ENABLED=0
@@ -39,9 +43,15 @@ usage() {
 cmd="${1:-}"
 case "$cmd" in
   head)
-    # --num-cpus=0: the head keeps the GCS and the Serve controller; engines go to workers.
+    # GCS, Serve controller and gateway need no CPU reservation (num_cpus=0), so the head's
+    # detected GPUs and CPUs are left to engine replicas unless HEAD_ENGINES=0.
+    case "$HEAD_ENGINES" in
+      1) resources=() ;;
+      0) resources=(--num-cpus=0 --num-gpus=0) ;;
+      *) echo "HEAD_ENGINES must be 0 or 1, not '$HEAD_ENGINES'" >&2; exit 2 ;;
+    esac
     exec "$RAY" start --head --port="$GCS_PORT" --dashboard-host=0.0.0.0 \
-      --metrics-export-port="$METRICS_PORT" --num-cpus=0 --disable-usage-stats
+      --metrics-export-port="$METRICS_PORT" "${resources[@]}" --disable-usage-stats
     ;;
   worker)
     [[ $# -eq 2 ]] || usage

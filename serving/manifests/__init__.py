@@ -1,7 +1,8 @@
 """Cluster manifests rendered from the same :class:`~serving.config.stack.StackConfig`
 the local stack runs: a KubeRay RayService, a Serve config for bare VMs, Prometheus
-scrape configs and alerts, a Grafana dashboard, an optional KEDA ScaledObject and
-a Job that prepares the weights.
+scrape configs and alerts, a Grafana dashboard and a Job that prepares the weights.
+Scaling is Ray's own (Serve's autoscaler + KubeRay's in-tree autoscaler): no KEDA
+or HPA object, since RayService has no ``/scale`` subresource.
 
 Every ``render_*`` function is pure (plain dicts out, nothing touched);
 :func:`write_manifests` is the one function that writes files. Nothing here was
@@ -11,7 +12,6 @@ GPU): see ``deploy/README.md`` for what is checked and what is not.
 
 from serving.manifests.command import add_render_command
 from serving.manifests.grafana import render_grafana_dashboard
-from serving.manifests.keda import render_keda_scaledobject
 from serving.manifests.prometheus import render_prometheus
 from serving.manifests.rayservice import render_rayservice
 from serving.manifests.serve_config import render_serve_config
@@ -24,7 +24,6 @@ __all__ = [
     "add_render_command",
     "render_files",
     "render_grafana_dashboard",
-    "render_keda_scaledobject",
     "render_prometheus",
     "render_rayservice",
     "render_serve_config",

@@ -29,10 +29,15 @@ CLUSTER_DEFAULTS = {"gateway": {"host": "0.0.0.0"}}
 
 
 def load_cluster_target(path: Path) -> ClusterTarget:
-    """Read a target YAML file; :class:`ConfigError` names the file on any problem."""
+    """Read a target YAML file; :class:`ConfigError` names the file on any problem (one line)."""
     try:
         return ClusterTarget.model_validate(yaml.safe_load(path.read_text()))
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'target'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors(include_url=False))
+        raise ConfigError(f"invalid cluster target {path}: {problems}") from exc
+    except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"invalid cluster target {path}: {exc}") from exc
 
 

@@ -18,6 +18,9 @@ from serving.manifests.promql import Selectors
 SCHEMA_VERSION = 39
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 HALF, FULL, HEIGHT = 12, 24, 8
+MIB = 1024 * 1024
+"""``ray_node_gram_*`` are MiB (Ray's reporter divides NVML's bytes by 1024**2, and its
+own dashboard multiplies them back); Grafana's ``bytes`` unit is IEC."""
 
 
 @dataclass(frozen=True)
@@ -175,8 +178,9 @@ def _rows(config: StackConfig, s: Selectors) -> list[tuple[str, list[Panel]]]:
         nodes += [
             Panel("GPU use", (Query(f"ray_node_gpus_utilization{r}", "{{pod}} gpu {{GpuIndex}}"),),
                   "percent"),
-            Panel("GPU memory used", (Query(f"ray_node_gram_used{r}", "{{pod}} gpu {{GpuIndex}}"),),
-                  "decmbytes"),
+            Panel("GPU memory used", (Query(f"ray_node_gram_used{r} * {MIB}",
+                                            "{{pod}} gpu {{GpuIndex}}"),), "bytes",
+                  "Ray reports GPU memory in MiB; shown in bytes (IEC units)."),
         ]
     return [("Traffic", traffic), ("Replicas and queue", replicas), ("Engines", engines),
             ("Routing", routing), ("Ray nodes", nodes)]

@@ -1,4 +1,4 @@
-"""PromQL label selectors of one deployment, shared by alerts, dashboard and KEDA.
+"""PromQL label selectors of one deployment, shared by alerts and dashboard.
 
 The gateway labels its own metrics with ``model`` (the served model name) and the
 routing/engine metrics with ``deployment`` (``<app_name>:engine``); Ray's node

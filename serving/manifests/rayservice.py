@@ -14,6 +14,15 @@ here (no Kubernetes on the project's machines):
   target sets it.
 * Ray's GPU count is not set in ``rayStartParams``: KubeRay derives ``num-gpus``
   from the container's ``nvidia.com/gpu`` limit and ``num-cpus`` from its CPU limit.
+
+Queue-depth autoscaling is two loops, both driven by the rendered config: Ray Serve
+sets the engine replica count with serveout's policy (``autoscaling_config`` in
+``serveConfigV2``), and KubeRay's in-tree autoscaler (``enableInTreeAutoscaling``)
+adds a worker pod for each replica whose placement group cannot be placed and
+removes idle ones, between the worker group's ``minReplicas`` and ``maxReplicas``
+(one pod per replica, so the same bounds as Serve's). Neither RayService nor
+RayCluster has a ``/scale`` subresource: nothing outside Ray (HPA, KEDA) can scale
+them, and nothing else is needed.
 """
 
 from __future__ import annotations

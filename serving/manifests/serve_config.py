@@ -3,7 +3,15 @@
 
 One application, built on the cluster by ``serving.app_builder:app_from_args``
 from the whole :class:`StackConfig` as plain JSON data, so the cluster runs
-exactly the config that was rendered (no second set of options to keep in step).
+exactly the config that was rendered.
+
+The engine deployment's replica options are also stated in the file
+(``deployments:``), exactly as the app builder sets them: ``autoscaling_config``
+with serveout's queue-depth policy (:mod:`serving.autoscaling`) when autoscaling is
+on, else ``num_replicas``, so the scaling Serve applies is visible in the file
+KubeRay posts, next to the worker group's bounds. A unit test pins them to the app
+builder's. (Serve's code version hashes ``args`` and the policy, so re-rendering a
+changed config restarts the engines either way.)
 """
 
 from __future__ import annotations
@@ -12,9 +20,12 @@ import ipaddress
 
 from serving.config.stack import StackConfig
 from serving.errors import ConfigError
+from serving.manifests.naming import ENGINE_DEPLOYMENT
 
 IMPORT_PATH = "serving.app_builder:app_from_args"
 ROUTE_PREFIX = "/"
+QUEUE_DEPTH_POLICY = "serving.autoscaling.QueueDepthPolicy"
+"""Import path of the Serve autoscaling policy, as Serve records it (``module.Class``)."""
 
 
 def serve_application(config: StackConfig) -> dict:
@@ -24,7 +35,33 @@ def serve_application(config: StackConfig) -> dict:
         "route_prefix": ROUTE_PREFIX,
         "import_path": IMPORT_PATH,
         "args": config.model_dump(mode="json"),
+        "deployments": [engine_replica_options(config)],
     }
+
+
+def engine_replica_options(config: StackConfig) -> dict:
+    """The engine deployment's replica count or Serve ``autoscaling_config`` (plain data).
+
+    Mirrors :func:`serving.autoscaling.autoscaling_config` without importing Ray.
+    """
+    scaling = config.autoscaling
+    if not scaling.enabled:
+        return {"name": ENGINE_DEPLOYMENT, "num_replicas": config.replicas.num_replicas}
+    return {"name": ENGINE_DEPLOYMENT, "autoscaling_config": {
+        "min_replicas": scaling.min_replicas,
+        "initial_replicas": max(scaling.min_replicas, 1),
+        "max_replicas": scaling.max_replicas,
+        "target_ongoing_requests": scaling.target_queue_per_replica,
+        "upscale_delay_s": scaling.upscale_delay_s,
+        "downscale_delay_s": scaling.downscale_delay_s,
+        "downscale_to_zero_delay_s": scaling.downscale_delay_s,
+        "look_back_period_s": scaling.look_back_period_s,
+        "metrics_interval_s": scaling.metrics_interval_s,
+        "policy": {
+            "policy_function": QUEUE_DEPTH_POLICY,
+            "policy_kwargs": {"target_queue_per_replica": scaling.target_queue_per_replica},
+        },
+    }}
 
 
 def render_serve_config(config: StackConfig) -> dict:

@@ -11,9 +11,15 @@ Example (``deploy/targets/h200-3x8.yaml``)::
     image: ghcr.io/serveout/serveout:0.1.0-cuda
     accelerator: h200
     worker_nodes: 3
-    worker: {cpus: 176, memory_gib: 1600, accelerators: 8}
-    head: {cpus: 16, memory_gib: 64}
+    worker: {cpus: 176, memory_gib: 1600, accelerators: 8,
+             node_selector: {nvidia.com/gpu.product: NVIDIA-H200}}
+    head: {cpus: 16, memory_gib: 64, node_selector: {serveout.io/pool: cpu}}
     weights: {claim_name: serveout-models, mount_path: /models}
+
+On a GPU target the Ray head needs a node besides the ``worker_nodes`` GPU nodes
+(3 x 8 H200 is four nodes): engine pods split a GPU node's CPUs and memory among
+themselves, leaving no room for the head, so a GPU target must place the head on a
+CPU node pool and the workers on the GPU pool with node selectors.
 """
 
 from __future__ import annotations
@@ -66,7 +72,11 @@ class WorkerNodes(Placement):
 
 
 class HeadNode(Placement):
-    """The Ray head pod: GCS, Serve controller, the gateway; never an engine."""
+    """The Ray head pod: GCS, Serve controller, the gateway; never an engine.
+
+    On GPU targets ``node_selector`` must name a CPU node pool (one node more than
+    ``worker_nodes``), see :meth:`ClusterTarget._head_off_the_gpu_pool`.
+    """
 
     cpus: int = Field(ge=1)
     memory_gib: int = Field(ge=1)
@@ -111,23 +121,6 @@ class PrometheusSpec(Strict):
     )
 
 
-class ScaleTargetRef(Strict):
-    """A Kubernetes object with a ``/scale`` subresource (what KEDA can scale)."""
-
-    api_version: str
-    kind: str
-    name: str
-
-
-class KedaSpec(Strict):
-    """Optional KEDA scaling on ``serveout_queue_depth`` (see :mod:`serving.manifests.keda`)."""
-
-    scale_target: ScaleTargetRef
-    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
-    polling_interval_s: int = Field(15, ge=1)
-    cooldown_s: int = Field(300, ge=0)
-
-
 class ClusterTarget(Strict):
     """A Kubernetes cluster (or a set of VMs) to render manifests for."""
 
@@ -149,7 +142,17 @@ class ClusterTarget(Strict):
         "twice the GPUs while both run)",
     )
     prometheus: PrometheusSpec = PrometheusSpec()
-    keda: KedaSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_keda(cls, data: object) -> object:
+        if isinstance(data, dict) and "keda" in data:
+            raise ValueError(
+                "the keda section was removed: KEDA scales through a /scale subresource, which "
+                "KubeRay's RayService and RayCluster lack; use autoscaling.enabled in the stack "
+                "file (Ray Serve scales on queue depth, KubeRay adds the pods; deploy/README.md)"
+            )
+        return data
 
     @field_validator("image")
     @classmethod
@@ -165,4 +168,26 @@ class ClusterTarget(Strict):
             raise ValueError("a cpu target has worker.accelerators: 0")
         if not on_cpu and not self.worker.accelerators:
             raise ValueError(f"a {self.accelerator.value} target needs worker.accelerators >= 1")
+        return self
+
+    @model_validator(mode="after")
+    def _head_off_the_gpu_pool(self) -> "ClusterTarget":
+        """GPU targets pin engine pods to the GPU pool and the head to a CPU node of its own.
+
+        Engine pods take a GPU node's CPUs and memory in proportion to its GPUs, so a
+        full node has no room left for the head: without selectors the head either
+        lands on a GPU node (and an engine pod stays Pending) or nowhere.
+        """
+        if self.accelerator is AcceleratorKind.CPU:
+            return self
+        kind = self.accelerator.value
+        if not self.worker.node_selector:
+            raise ValueError(f"a {kind} target needs worker.node_selector: the label of its GPU node pool")
+        head = self.head.node_selector
+        if not head or head.items() <= self.worker.node_selector.items():
+            raise ValueError(
+                f"a {kind} target needs head.node_selector naming a CPU node pool, not the GPU "
+                f"workers' (e.g. {{serveout.io/pool: cpu}}): the Ray head needs a node besides "
+                f"the {self.worker_nodes} GPU nodes"
+            )
         return self

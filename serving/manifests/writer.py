@@ -9,7 +9,6 @@ Layout of an output folder::
     prometheus/serveout-rules.yml   ... and its alerting rules
     prometheus/operator.yaml        PodMonitors + PrometheusRule (prometheus-operator)
     grafana/serveout-dashboard.json Grafana dashboard
-    keda/scaledobject.yaml          only when the target has a keda section
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from pathlib import Path
 
 from serving.config.stack import StackConfig
 from serving.manifests.grafana import render_grafana_dashboard
-from serving.manifests.keda import render_keda_scaledobject
 from serving.manifests.prometheus import RULES_FILE, render_prometheus
 from serving.manifests.rayservice import render_rayservice
 from serving.manifests.serve_config import render_serve_config
@@ -35,12 +33,25 @@ def _header(config: StackConfig, target: ClusterTarget) -> str:
     )
 
 
+def _nodes_note(target: ClusterTarget) -> str:
+    """What the RayService needs from the cluster, node by node (a comment line)."""
+    note = f"# Nodes: {target.worker_nodes} x {target.accelerator.value} for engine pods"
+    if target.worker.accelerators:
+        note += f" ({target.worker.accelerators} GPUs each) + 1 CPU node for the Ray head"
+    else:
+        note += ", the Ray head on any node"
+    selector = target.head.node_selector
+    if selector:
+        note += " (head nodeSelector " + ", ".join(f"{k}={v}" for k, v in selector.items()) + ")"
+    return note + ".\n"
+
+
 def render_files(config: StackConfig, target: ClusterTarget) -> dict[str, str]:
     """Every output file as ``{relative path: text}`` (pure; what :func:`write_manifests` writes)."""
     head = _header(config, target)
     prometheus = render_prometheus(config, target)
-    files = {
-        "rayservice.yaml": head + to_yaml(render_rayservice(config, target)),
+    return {
+        "rayservice.yaml": head + _nodes_note(target) + to_yaml(render_rayservice(config, target)),
         "weights-job.yaml": head + to_yaml(render_weights_job(config, target)),
         "serve-config.yaml": head + to_yaml(render_serve_config(config)),
         "prometheus/prometheus.yml": head + to_yaml(prometheus["scrape_config"]),
@@ -49,9 +60,6 @@ def render_files(config: StackConfig, target: ClusterTarget) -> dict[str, str]:
         "grafana/serveout-dashboard.json":
             json.dumps(render_grafana_dashboard(config), indent=2) + "\n",
     }
-    if target.keda is not None:
-        files["keda/scaledobject.yaml"] = head + to_yaml(render_keda_scaledobject(config, target))
-    return files
 
 
 def write_manifests(config: StackConfig, target: ClusterTarget, out_dir: Path) -> list[Path]:

