@@ -1,6 +1,7 @@
 """``serving``: start, inspect and stop the stack; list and prepare models.
 
     serving up [--model NAME] [--replicas N] [--routing POLICY] [--host H] [--port P]
+               [--api-keys-file PATH [--metrics-public]]
     serving status | serving down | serving exec -- COMMAND...
     serving models list | serving models prepare NAME
     serving render --model NAME [--config stack.yaml] --target target.yaml --out DIR
@@ -23,8 +24,9 @@ from rich.table import Table
 
 from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, read_stack_file
 from serving.config.model_spec import Dtype, ModelCatalog
-from serving.config.stack import RoutingPolicyName, StackConfig
+from serving.config.stack import KeyLimits, RoutingPolicyName, StackConfig
 from serving.errors import ServeoutError
+from serving.gateway.api_keys import KeyEntry, read_keys_file
 from serving.manifests import add_render_command
 from serving.model_store import ModelStore, default_home
 from serving.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
@@ -89,7 +91,8 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
     overrides = {
         "replicas": {"num_replicas": args.replicas, "cpus_per_rank": args.cpus_per_rank},
         "routing": {"policy": args.routing},
-        "gateway": {"host": args.host, "port": args.port, "max_in_flight": args.max_in_flight},
+        "gateway": {"host": args.host, "port": args.port, "max_in_flight": args.max_in_flight,
+                    "api_keys_file": args.api_keys_file, "metrics_public": args.metrics_public},
     }
     if args.autoscale:
         overrides["autoscaling"] = {
@@ -97,13 +100,38 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
             "target_queue_per_replica": args.target_queue,
             "upscale_delay_s": args.upscale_delay, "downscale_delay_s": args.downscale_delay,
         }
-    return build_stack_config(merge(data, overrides), catalog=store.catalog, resolve_path=store.require)
+    config = build_stack_config(merge(data, overrides), catalog=store.catalog, resolve_path=store.require)
+    keys_file = config.gateway.api_keys_file
+    if keys_file is not None and not keys_file.is_absolute():  # the gateway runs elsewhere
+        gateway = config.gateway.model_copy(update={"api_keys_file": keys_file.resolve()})
+        config = config.model_copy(update={"gateway": gateway})
+    return config
 
 
-def smoke_request(url: str, model: str) -> str:
+def load_keys(config: StackConfig) -> list[KeyEntry]:
+    """The configured keys (checked before anything starts), or [] without a keys file."""
+    path = config.gateway.api_keys_file
+    return read_keys_file(path, defaults=config.gateway.key_limits) if path else []
+
+
+def auth_headers(keys: list[KeyEntry]) -> dict[str, str]:
+    """What the CLI's own requests (smoke, status) send: the first key, if any."""
+    return {"Authorization": f"Bearer {keys[0].key}"} if keys else {}
+
+
+def describe_auth(config: StackConfig, keys: list[KeyEntry], url: str) -> str:
+    if not keys:
+        return (f"[bold yellow]NO AUTHENTICATION:[/] anyone who can reach {url} may use it "
+                "(--api-keys-file PATH requires API keys)")
+    closed = "/v1, /tokenize, /detokenize" + ("" if config.gateway.metrics_public else ", /metrics, /status")
+    return (f"API keys: {len(keys)} from {config.gateway.api_keys_file}; {closed} need "
+            "`Authorization: Bearer KEY` (/health stays open)")
+
+
+def smoke_request(url: str, model: str, headers: dict[str, str]) -> str:
     body = {"model": model, "messages": [{"role": "user", "content": SMOKE_QUESTION}],
             "temperature": 0, "max_tokens": 32}
-    response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
+    response = httpx.post(f"{url}/v1/chat/completions", json=body, headers=headers, timeout=120)
     response.raise_for_status()
     return response.json()["choices"][0]["message"]["content"]
 
@@ -117,6 +145,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not store.is_ready(model):
         prepare_in_subprocess(model)
     config = stack_config_from_args(args, store)
+    keys = load_keys(config)
 
     from serving.local_cluster import ClusterOptions, LocalCluster
 
@@ -134,9 +163,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         console.print(f"[green]serving[/] {config.model.name} with "
                       f"{config.replicas.num_replicas} replica(s) at [bold]{url}/v1[/] "
                       f"(ready in {time.monotonic() - started:.0f} s)")
+        console.print(describe_auth(config, keys, url))
         _write_state(url, config)
         if args.smoke or args.exit_after_smoke:
-            answer = smoke_request(url, config.model.name)
+            answer = smoke_request(url, config.model.name, auth_headers(keys))
             console.print(f"[bold]Q:[/] {SMOKE_QUESTION}\n[bold]A:[/] {answer}")
         if args.exit_after_smoke:
             return 0
@@ -163,8 +193,11 @@ def _interrupt(signum, frame) -> None:
 def _write_state(url: str, config: StackConfig) -> None:
     path = state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
+    keys_file = config.gateway.api_keys_file
     path.write_text(json.dumps({"pid": os.getpid(), "url": url, "app": config.app_name,
-                                "netns": in_loopback_netns()}))
+                                "netns": in_loopback_netns(),
+                                "api_keys_file": str(keys_file) if keys_file else None,
+                                "metrics_public": config.gateway.metrics_public}))
 
 
 def _read_state() -> dict:
@@ -186,7 +219,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         os.environ["SERVEOUT_IN_LOOPBACK_NETNS"] = "1"
         argv = nsenter_prefix(state["pid"]) + python_argv("serving.cli", sys.argv[1:])
         return subprocess.run(argv, env=os.environ).returncode
-    status = httpx.get(f"{state['url']}/status", timeout=10).json()
+    keys_file = None if state.get("metrics_public") else state.get("api_keys_file")
+    keys = read_keys_file(Path(keys_file), defaults=KeyLimits()) if keys_file else []
+    response = httpx.get(f"{state['url']}/status", headers=auth_headers(keys), timeout=10)
+    if response.status_code != 200:
+        raise ServeoutError(f"GET /status answered {response.status_code}: {response.text[:200]}")
+    status = response.json()
     if args.json:
         print(json.dumps(status))
         return 0
@@ -235,6 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host")
     up.add_argument("--port", type=int)
     up.add_argument("--max-in-flight", type=int, help="admission bound before 429s")
+    up.add_argument("--api-keys-file", help="require API keys, one per line: `name:key rpm=60 "
+                    "tpm=20000 concurrency=4` (see docs/serving.md); without it there is NO auth")
+    up.add_argument("--metrics-public", action="store_true", default=None,
+                    help="with API keys: serve /metrics and /status without a key")
     up.add_argument("--autoscale", action="store_true", help="scale engines on queue depth")
     up.add_argument("--min-replicas", type=int)
     up.add_argument("--max-replicas", type=int)

@@ -54,6 +54,10 @@ class ContextLengthExceededError(InvalidRequestError):
     """Prompt tokens plus ``max_tokens`` exceed the model's context (HTTP 400)."""
 
 
+class AuthenticationError(RequestError):
+    """A missing or wrong API key (HTTP 401; the OpenAI SDK raises ``AuthenticationError``)."""
+
+
 class ModelNotFoundError(RequestError):
     """The requested model is not served here (HTTP 404)."""
 
@@ -63,11 +67,19 @@ class RequestTooLargeError(RequestError):
 
 
 class OverloadedError(RequestError):
-    """Admission control refused the request; retry later (HTTP 429 + Retry-After)."""
+    """Admission control refused the request; retry later (HTTP 429 + Retry-After).
 
-    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+    ``reason`` is a short fixed word for metrics (``overloaded``, ``fair_share``, ...).
+    """
+
+    def __init__(self, message: str, *, retry_after_s: int = 1, reason: str = "overloaded") -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.reason = reason
+
+
+class RateLimitedError(OverloadedError):
+    """One API key's own limit (rpm, tpm, concurrency) refused the request (HTTP 429)."""
 
 
 class NoReplicaError(RequestError):

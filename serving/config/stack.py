@@ -73,6 +73,19 @@ class ReplicaSpec(Strict):
     )
 
 
+class KeyLimits(Strict):
+    """Limits of one API key (None = unlimited); see docs/serving.md, "API keys"."""
+
+    rpm: int | None = Field(
+        None, ge=1, description="requests per minute: a budget of rpm that refills at rpm/60 per second"
+    )
+    tpm: int | None = Field(
+        None, ge=1, description="tokens per minute, same refill; a request reserves prompt + n * "
+        "max_tokens when admitted and gets back what it did not use when it ends",
+    )
+    concurrency: int | None = Field(None, ge=1, description="requests of the key in flight at once")
+
+
 class GatewaySpec(Strict):
     """The HTTP front door."""
 
@@ -87,6 +100,26 @@ class GatewaySpec(Strict):
         300.0, gt=0, description="per-request deadline; past it the engine request is aborted"
     )
     log_prompts: bool = Field(False, description="log prompt and completion text (off by default)")
+    api_keys_file: Path | None = Field(
+        None, description="API keys, one per line (`name:key rpm=60 ...`); None = NO authentication: "
+        "anyone who reaches the port may use it",
+    )
+    key_limits: KeyLimits = Field(
+        KeyLimits(), description="limits of every key whose line in the keys file does not set its own"
+    )
+    metrics_public: bool = Field(
+        False, description="serve /metrics and /status without a key even when keys are configured"
+    )
+    fair_share_window_s: float = Field(
+        5.0, gt=0, description="a key is active (gets a fair share of max_in_flight) while it has "
+        "requests in flight and for this long after its last one",
+    )
+
+    @model_validator(mode="after")
+    def _limits_need_keys(self) -> "GatewaySpec":
+        if self.api_keys_file is None and self.key_limits != KeyLimits():
+            raise ValueError("gateway.key_limits needs gateway.api_keys_file (limits apply per key)")
+        return self
 
 
 class EngineReplicaConfig(Strict):

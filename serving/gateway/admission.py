@@ -1,43 +1,91 @@
-"""Admission control: a hard bound on the requests a gateway holds for one model.
+"""Admission control: a hard bound on the requests a gateway holds for one model,
+shared fairly between API keys.
 
 Past the bound a request is refused at once with :class:`OverloadedError` (429 +
 Retry-After) instead of queueing: queue length and memory stay bounded under any
 load, and clients get a fast, explicit signal to back off.
+
+Fair sharing: a key is *active* while it has requests in flight and for
+``active_window_s`` after its last arrival or finish. When several keys are active,
+each may hold at most ``ceil(limit / active keys)`` requests, so one heavy key
+cannot take the whole bound: the share a light key does not use stays free for its
+next request. A key alone may use the whole bound. (Its requests already in flight
+when a second key arrives drain normally, so that key's first request can still
+meet a full bound; from then on it counts as active and finds room.)
 """
 
 from __future__ import annotations
 
-from serving.errors import OverloadedError
+import math
+import time
+from collections.abc import Callable
+
+from serving.errors import OverloadedError, RateLimitedError
+from serving.gateway.api_keys import ANONYMOUS
 
 
 class AdmissionTicket:
     """Held while a request is in flight; releasing twice is harmless."""
 
-    def __init__(self, controller: "AdmissionController") -> None:
+    def __init__(self, controller: "AdmissionController", key: str) -> None:
         self._controller: AdmissionController | None = controller
+        self.key = key
 
     def release(self) -> None:
         if self._controller is not None:
-            self._controller._release()
+            self._controller._release(self.key)
             self._controller = None
 
 
 class AdmissionController:
-    """Counts in-flight requests against ``limit``."""
+    """Counts in-flight requests against ``limit``, overall and per key."""
 
-    def __init__(self, limit: int, *, retry_after_s: int = 1) -> None:
+    def __init__(self, limit: int, *, retry_after_s: int = 1, active_window_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if limit < 1:
             raise ValueError("admission limit must be >= 1")
         self.limit = limit
         self.retry_after_s = retry_after_s
+        self.active_window_s = active_window_s
+        self._clock = clock
         self._in_flight = 0
+        self._per_key: dict[str, int] = {}
+        self._seen: dict[str, float] = {}  # key -> last arrival or finish (bounded: key names)
 
     @property
     def in_flight(self) -> int:
         return self._in_flight
 
-    def admit(self) -> AdmissionTicket:
-        """A ticket for one request, or :class:`OverloadedError` when full."""
+    def in_flight_of(self, key: str) -> int:
+        return self._per_key.get(key, 0)
+
+    def active_keys(self) -> int:
+        """Keys with requests in flight or seen within the window (forgets the others)."""
+        now = self._clock()
+        for key, seen in list(self._seen.items()):
+            if not self._per_key.get(key) and now - seen > self.active_window_s:
+                del self._seen[key]
+        return len(self._seen)
+
+    def fair_share(self) -> int:
+        return math.ceil(self.limit / max(1, self.active_keys()))
+
+    def admit(self, key: str = ANONYMOUS, *, concurrency: int | None = None) -> AdmissionTicket:
+        """A ticket for one request of ``key``, or a 429 error: the key's own
+        ``concurrency`` (:class:`RateLimitedError`), its fair share, or the bound."""
+        self._seen[key] = self._clock()
+        mine = self.in_flight_of(key)
+        if concurrency is not None and mine >= concurrency:
+            raise RateLimitedError(
+                f"this API key may have {concurrency} request(s) in flight at once; retry after "
+                f"one finishes", retry_after_s=self.retry_after_s, reason="concurrency")
+        active = self.active_keys()
+        share = math.ceil(self.limit / active)
+        if active > 1 and mine >= share:
+            raise OverloadedError(
+                f"the server is busy and this API key already holds its fair share ({share} of "
+                f"{self.limit} requests in flight, shared by {active} active keys); retry after "
+                f"{self.retry_after_s} s", retry_after_s=self.retry_after_s, reason="fair_share")
         if self._in_flight >= self.limit:
             raise OverloadedError(
                 f"the server is at capacity ({self.limit} requests in flight); retry after "
@@ -45,7 +93,12 @@ class AdmissionController:
                 retry_after_s=self.retry_after_s,
             )
         self._in_flight += 1
-        return AdmissionTicket(self)
+        self._per_key[key] = mine + 1
+        return AdmissionTicket(self, key)
 
-    def _release(self) -> None:
+    def _release(self, key: str) -> None:
         self._in_flight -= 1
+        self._per_key[key] -= 1
+        if not self._per_key[key]:
+            del self._per_key[key]
+        self._seen[key] = self._clock()

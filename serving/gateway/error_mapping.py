@@ -28,8 +28,10 @@ def error_body(message: str, type_: str, *, param: str | None = None, code: str 
 _TABLE: tuple[tuple[type[errors.RequestError], int, str, str | None], ...] = (
     (errors.ContextLengthExceededError, 400, "invalid_request_error", "context_length_exceeded"),
     (errors.InvalidRequestError, 400, "invalid_request_error", None),
+    (errors.AuthenticationError, 401, "invalid_request_error", "invalid_api_key"),
     (errors.ModelNotFoundError, 404, "invalid_request_error", "model_not_found"),
     (errors.RequestTooLargeError, 413, "invalid_request_error", "request_too_large"),
+    (errors.RateLimitedError, 429, "rate_limit_error", "rate_limit_exceeded"),
     (errors.OverloadedError, 429, "rate_limit_error", "overloaded"),
     (errors.NoReplicaError, 503, "service_unavailable_error", "no_replica"),
     (errors.DeadlineExceededError, 504, "timeout_error", "deadline_exceeded"),
@@ -44,13 +46,18 @@ def map_error(exc: BaseException) -> ErrorResponse:
     if isinstance(exc, errors.RequestError):
         for cls, status, type_, code in _TABLE:
             if isinstance(exc, cls):
-                headers = {}
-                if isinstance(exc, errors.OverloadedError):
-                    headers["Retry-After"] = str(exc.retry_after_s)
                 return ErrorResponse(
-                    status, error_body(exc.message, type_, param=exc.param, code=code), headers
+                    status, error_body(exc.message, type_, param=exc.param, code=code), _headers_of(exc)
                 )
     return ErrorResponse(500, error_body("internal server error", "internal_error", code="internal_error"))
+
+
+def _headers_of(exc: errors.RequestError) -> dict[str, str]:
+    if isinstance(exc, errors.OverloadedError):
+        return {"Retry-After": str(exc.retry_after_s)}
+    if isinstance(exc, errors.AuthenticationError):
+        return {"WWW-Authenticate": "Bearer"}
+    return {}
 
 
 def http_error(status: int, detail: str) -> ErrorResponse:

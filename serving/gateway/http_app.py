@@ -1,4 +1,8 @@
-"""The gateway's FastAPI app: OpenAI routes, tokenizer routes, health and metrics."""
+"""The gateway's FastAPI app: OpenAI routes, tokenizer routes, health and metrics.
+
+With API keys configured every route but ``/health`` (and ``/metrics`` and ``/status``
+when they are public) needs ``Authorization: Bearer KEY``: see :mod:`serving.gateway.auth`.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving.errors import InvalidRequestError, RequestError, RequestTooLargeError
+from serving.gateway.api_keys import ANONYMOUS, KeyRing
+from serving.gateway.auth import ApiKeyMiddleware, open_paths
 from serving.gateway.error_mapping import ErrorResponse, http_error, map_error
 from serving.gateway.request_id import RequestIdMiddleware
 from serving.gateway.schemas import (
@@ -24,7 +30,7 @@ from serving.gateway.schemas import (
     model_card,
     now,
 )
-from serving.gateway.service import EventStream, GatewayService
+from serving.gateway.service import EventStream, GatewayService, log_request
 
 Body = TypeVar("Body", bound=BaseModel)
 REPLICA_HEADER = "x-serveout-replica"  # which engine replica served the request
@@ -89,22 +95,37 @@ def build_http_app(
     registry: CollectorRegistry,
     max_body_bytes: int,
     status: Callable[[], dict],
+    keys: KeyRing | None = None,
+    metrics_public: bool = False,
 ) -> FastAPI:
-    """The gateway's routes over ``service``; ``status`` feeds ``GET /status``."""
+    """The gateway's routes over ``service``; ``status`` feeds ``GET /status``.
+
+    ``keys`` None: no authentication at all (every request is ``anonymous``).
+    """
     app = FastAPI(title="serveout gateway", version="1")
+    service.metrics.declare_keys(keys.names if keys else (ANONYMOUS,))
+
+    def refused(reason: str, request_id: str | None) -> None:
+        service.metrics.auth_failures.labels(reason).inc()
+        log_request(request_id=request_id, status=401, error="AuthenticationError", reason=f"{reason} key")
+
+    # Added first, so it runs inside RequestIdMiddleware: a 401 carries X-Request-Id too.
+    app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=open_paths(metrics_public=metrics_public),
+                       on_refused=refused)
     app.add_middleware(RequestIdMiddleware)
 
     async def body_of(request: Request, model: type[Body]) -> Body:
         return parse_body(await read_body(request, max_body_bytes), model)
 
     async def completion(request: Request, model: type[ChatCompletionRequest | CompletionRequest]):
+        caller = request.state.caller
         try:
             body = await body_of(request, model)
         except (RequestError, ValidationError) as exc:
             endpoint = "chat" if model is ChatCompletionRequest else "completions"
-            service.metrics.requests.labels("unknown", endpoint, str(map_error(exc).status)).inc()
+            service.metrics.count_request("unknown", endpoint, str(map_error(exc).status), caller.name)
             raise
-        result = await service.complete(body, session_id=request.headers.get("x-session-id"),
+        result = await service.complete(body, caller=caller, session_id=request.headers.get("x-session-id"),
                                         trace_id=request.state.request_id)
         if isinstance(result, EventStream):
             return _ClosingStreamingResponse(result)

@@ -8,6 +8,7 @@ from ray.serve.handle import DeploymentHandle
 
 from serving.config.stack import StackConfig
 from serving.gateway.admission import AdmissionController
+from serving.gateway.api_keys import KeyRing, read_keys_file
 from serving.gateway.engine_client import ServeHandleEngineClient
 from serving.gateway.http_app import build_http_app
 from serving.gateway.metrics import GatewayMetrics
@@ -28,12 +29,17 @@ class Gateway:
         self._metrics = GatewayMetrics(self._registry)
         model = config.model.name
         self._metrics.declare_model(model)
+        gateway = config.gateway
+        self._keys = None  # no keys file: no authentication
+        if gateway.api_keys_file is not None:
+            self._keys = KeyRing(read_keys_file(gateway.api_keys_file, defaults=gateway.key_limits))
         self._watcher = ServeReplicaWatcher(
             config.app_name, engine_name, on_update=self._publish_replicas
         )
         self._watcher.start()
         self._admission = AdmissionController(
-            config.gateway.max_in_flight, retry_after_s=config.gateway.retry_after_s
+            gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
+            active_window_s=gateway.fair_share_window_s,
         )
         served = ServedModel(
             name=model,
@@ -46,8 +52,8 @@ class Gateway:
         )
         self._service = GatewayService(
             [served], self._metrics,
-            request_timeout_s=config.gateway.request_timeout_s,
-            log_prompts=config.gateway.log_prompts,
+            request_timeout_s=gateway.request_timeout_s,
+            log_prompts=gateway.log_prompts,
         )
 
     def __serve_build_asgi_app__(self):
@@ -56,6 +62,8 @@ class Gateway:
             registry=self._registry,
             max_body_bytes=self._config.gateway.max_body_bytes,
             status=self._status,
+            keys=self._keys,
+            metrics_public=self._config.gateway.metrics_public,
         )
 
     def _publish_replicas(self, counts: ReplicaCounts) -> None:
@@ -76,4 +84,7 @@ class Gateway:
             "autoscaling": c.autoscaling.model_dump() if c.autoscaling.enabled else None,
             "in_flight": self._admission.in_flight,
             "admission_limit": self._admission.limit,
+            "api_keys": len(self._keys.names) if self._keys else None,
+            "active_keys": self._admission.active_keys(),
+            "fair_share": self._admission.fair_share(),
         }

@@ -10,6 +10,15 @@
 | serveout_in_flight_requests | gauge | model |
 | serveout_rejected_requests_total | counter | model, reason |
 | serveout_replicas | gauge | model, state (ready / starting / desired) |
+| serveout_key_requests_total | counter | key, status |
+| serveout_key_tokens_total | counter | key, kind (prompt / generation) |
+| serveout_key_in_flight_requests | gauge | key |
+| serveout_key_rejected_requests_total | counter | key, reason |
+| serveout_auth_failures_total | counter | reason (missing / invalid) |
+
+``reason`` of a refusal: ``overloaded`` (the bound), ``fair_share``, ``concurrency``,
+``rpm``, ``tpm``. ``key`` is a key's name from the keys file, or ``anonymous`` when
+no keys are configured: a bounded set, never the key itself nor client input.
 
 The request router adds per-replica engine and routing metrics (see
 :mod:`serving.routing.metrics`).
@@ -18,6 +27,8 @@ The request router adds per-replica engine and routing metrics (see
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from serving.gateway.api_keys import ANONYMOUS
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
                    1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0)
@@ -55,6 +66,21 @@ class GatewayMetrics:
             ["model", "reason"], registry=registry)
         self.replicas = Gauge(
             "serveout_replicas", "Engine replicas by state.", ["model", "state"], registry=registry)
+        self.key_requests = Counter(
+            "serveout_key_requests", "Requests answered per API key name, by HTTP status.",
+            ["key", "status"], registry=registry)
+        self.key_tokens = Counter(
+            "serveout_key_tokens", "Prompt and generated tokens per API key name.",
+            ["key", "kind"], registry=registry)
+        self.key_in_flight = Gauge(
+            "serveout_key_in_flight_requests", "Requests admitted and not finished, per API key name.",
+            ["key"], registry=registry)
+        self.key_rejected = Counter(
+            "serveout_key_rejected_requests", "Requests refused with 429 per API key name, by reason.",
+            ["key", "reason"], registry=registry)
+        self.auth_failures = Counter(
+            "serveout_auth_failures", "Requests refused for a missing or wrong API key.",
+            ["reason"], registry=registry)
 
     def declare_model(self, model: str) -> None:
         """Export the per-model counters at 0 before the first request.
@@ -65,8 +91,25 @@ class GatewayMetrics:
         for family in (self.prompt_tokens, self.generation_tokens, self.in_flight):
             family.labels(model)
 
-    def record_tokens(self, model: str, prompt: int, generated: int) -> None:
+    def declare_keys(self, keys: tuple[str, ...]) -> None:
+        """Export the per-key series at 0 (the label set is exactly these names)."""
+        for key in keys:
+            self.key_in_flight.labels(key)
+            for kind in ("prompt", "generation"):
+                self.key_tokens.labels(key, kind)
+
+    def count_request(self, model: str, endpoint: str, status: str, key: str) -> None:
+        self.requests.labels(model, endpoint, status).inc()
+        self.key_requests.labels(key, status).inc()
+
+    def count_rejected(self, model: str, key: str, reason: str) -> None:
+        self.rejected.labels(model, reason).inc()
+        self.key_rejected.labels(key, reason).inc()
+
+    def record_tokens(self, model: str, prompt: int, generated: int, key: str = ANONYMOUS) -> None:
         self.prompt_tokens_hist.labels(model).observe(prompt)
         self.generation_tokens_hist.labels(model).observe(generated)
         self.prompt_tokens.labels(model).inc(prompt)
         self.generation_tokens.labels(model).inc(generated)
+        self.key_tokens.labels(key, "prompt").inc(prompt)
+        self.key_tokens.labels(key, "generation").inc(generated)

@@ -1,7 +1,8 @@
 """The gateway's request handling, independent of HTTP framework and of Ray.
 
-For one completion request: admit (429), validate and tokenise off the event loop
-(400s), stream from an engine replica under the request's deadline (504), and format
+For one completion request: admit (429: the bound, the key's fair share, concurrency
+and request rate), validate and tokenise off the event loop (400s), reserve the key's
+tokens (429), stream from an engine replica under the request's deadline (504), and format
 the answer as OpenAI JSON or SSE events, recording metrics on the way.
 """
 
@@ -20,9 +21,11 @@ from serving.errors import (
     EngineError,
     ModelNotFoundError,
     NoReplicaError,
+    OverloadedError,
     RequestError,
 )
 from serving.gateway.admission import AdmissionController, AdmissionTicket
+from serving.gateway.api_keys import ANONYMOUS_CALLER, Caller
 from serving.gateway.engine_client import EngineClient
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.replica_status import ReplicaCounts
@@ -34,6 +37,7 @@ from serving.gateway.openai_format import (
     StreamEncoder,
 )
 from serving.gateway.error_mapping import map_error
+from serving.gateway.key_limits import KeyRateLimiter, RequestBudget
 from serving.gateway.request_planning import Tokenizer, plan_request
 from serving.gateway.schemas import ChatCompletionRequest, CompletionRequest, new_id
 
@@ -57,6 +61,20 @@ class ServedModel:
         counts = self.replicas()
         if counts.desired == 0 and not self.scales_from_zero:
             raise NoReplicaError(f"no replica of {self.name} is running or starting")
+
+
+@dataclass
+class Admitted:
+    """What an admitted request holds: its slot, its key's budget, and who sent it."""
+
+    caller: Caller
+    ticket: AdmissionTicket
+    budget: RequestBudget
+
+    def release(self, used_tokens: int) -> None:
+        """Free the slot and charge the key the tokens really used (idempotent)."""
+        self.ticket.release()
+        self.budget.settle(used_tokens)
 
 
 @dataclass
@@ -87,9 +105,11 @@ class GatewayService:
         *,
         request_timeout_s: float,
         log_prompts: bool = False,
+        rate_limiter: KeyRateLimiter | None = None,
     ) -> None:
         self.models = {m.name: m for m in models}
         self.metrics = metrics
+        self.rate_limiter = rate_limiter or KeyRateLimiter()
         self.request_timeout_s = request_timeout_s
         self.log_prompts = log_prompts
 
@@ -106,6 +126,7 @@ class GatewayService:
         self,
         body: ChatCompletionRequest | CompletionRequest,
         *,
+        caller: Caller = ANONYMOUS_CALLER,
         session_id: str | None = None,
         trace_id: str | None = None,
     ) -> JsonAnswer | EventStream:
@@ -117,13 +138,13 @@ class GatewayService:
         started = time.monotonic()
         chat = isinstance(body, ChatCompletionRequest)
         endpoint = "chat" if chat else "completions"
-        ticket: AdmissionTicket | None = None
+        admitted: Admitted | None = None
         try:
             served = self.model(body.model)
             served.check_can_serve()
             # Admission first: a request counts against the bound from the moment it is
             # parsed, so a burst cannot wait unbounded in a tokenisation backlog.
-            ticket = self._admit(served)
+            admitted = self._admit(served, caller)
             # Tokenising is CPU work: off the event loop, which keeps serving streams.
             request = await asyncio.to_thread(
                 plan_request,
@@ -136,20 +157,25 @@ class GatewayService:
                 deadline_s=time.time() + self.request_timeout_s,
                 trace_id=trace_id,
             )
+            sampling = request.sampling
+            admitted.budget.reserve_tokens(
+                len(request.prompt_token_ids) + sampling.n * sampling.max_tokens)
         except BaseException as exc:
-            if ticket is not None:
-                ticket.release()
+            if admitted is not None:
+                admitted.release(0)  # nothing reached an engine
             if isinstance(exc, RequestError):
                 model = body.model if body.model in self.models else "unknown"
                 status = map_error(exc).status
-                self.metrics.requests.labels(model, endpoint, str(status)).inc()
+                self.metrics.count_request(model, endpoint, str(status), caller.name)
+                if isinstance(exc, OverloadedError):
+                    self.metrics.count_rejected(model, caller.name, exc.reason)
                 log_request(request_id=trace_id, model=model, endpoint=endpoint, status=status,
-                            error=type(exc).__name__)
+                            key=caller.name, error=type(exc).__name__)
             raise
         if self.log_prompts:
             log_request(request_id=trace_id, engine_request_id=request.request_id,
                         prompt_token_ids=list(request.prompt_token_ids))
-        call = _Call(self, served, request, endpoint, started, ticket)
+        call = _Call(self, served, request, endpoint, started, admitted)
         fmt = ChatFormat() if chat else CompletionFormat()
         header = ResponseHeader(id=request.request_id, model=served.name)
         try:
@@ -164,12 +190,14 @@ class GatewayService:
         events = call.sse(first, StreamEncoder(fmt, header, body.n, include_usage))
         return EventStream(events, lambda: call.close(asyncio.CancelledError()), first.replica_id)
 
-
-    def _admit(self, served: ServedModel) -> AdmissionTicket:
+    def _admit(self, served: ServedModel, caller: Caller) -> Admitted:
+        """A slot under the bound (fair share, the key's concurrency), then one request
+        from the key's rpm budget; refused by either, nothing stays held."""
+        ticket = served.admission.admit(caller.name, concurrency=caller.limits.concurrency)
         try:
-            return served.admission.admit()
-        except RequestError:
-            self.metrics.rejected.labels(served.name, "overloaded").inc()
+            return Admitted(caller, ticket, self.rate_limiter.admit(caller))
+        except BaseException:
+            ticket.release()
             raise
 
 
@@ -177,14 +205,16 @@ class _Call:
     """One admitted request in flight: its engine stream, deadline and bookkeeping."""
 
     def __init__(self, service: GatewayService, served: ServedModel, request: GenerationRequest,
-                 endpoint: str, started: float, ticket: AdmissionTicket) -> None:
+                 endpoint: str, started: float, admitted: Admitted) -> None:
         self.service, self.served, self.request = service, served, request
-        self.endpoint, self.started, self.ticket = endpoint, started, ticket
+        self.endpoint, self.started, self.admitted = endpoint, started, admitted
+        self.key = admitted.caller.name
         self.deadline = asyncio.get_running_loop().time() + service.request_timeout_s
         self.chunks = served.engine.stream(request)
         self.last: GenerationChunk | None = None
         self.closed = False
         service.metrics.in_flight.labels(served.name).inc()
+        service.metrics.key_in_flight.labels(self.key).inc()
 
     async def _next(self) -> GenerationChunk | None:
         try:
@@ -240,23 +270,28 @@ class _Call:
             await self.close(error)
 
     async def close(self, error: BaseException | None) -> None:
-        """Release the admission slot, stop the engine stream, record metrics (once)."""
+        """Release the admission slot and the key's unused tokens, stop the engine stream,
+        record metrics (once)."""
         if self.closed:
             return
         self.closed = True
-        self.ticket.release()
+        last = self.last
+        # Without a chunk the engine may still have read the prompt: charge it.
+        used = last.prompt_tokens + last.completion_tokens if last else len(self.request.prompt_token_ids)
+        self.admitted.release(used)
         await self.chunks.aclose()
         metrics, model = self.service.metrics, self.served.name
         status = _status_of(error)
-        metrics.requests.labels(model, self.endpoint, status).inc()
+        metrics.count_request(model, self.endpoint, status, self.key)
         metrics.latency.labels(model, self.endpoint).observe(time.monotonic() - self.started)
-        if self.last is not None:
-            metrics.record_tokens(model, self.last.prompt_tokens, self.last.completion_tokens)
+        if last is not None:
+            metrics.record_tokens(model, last.prompt_tokens, last.completion_tokens, self.key)
+        metrics.key_in_flight.labels(self.key).dec()
         metrics.in_flight.labels(model).dec()  # last: a scraper seeing 0 in flight sees every token
-        last = self.last
         log_request(
             request_id=self.request.trace_id, engine_request_id=self.request.request_id, model=model,
-            endpoint=self.endpoint, status=int(status), replica=last.replica_id if last else None,
+            endpoint=self.endpoint, key=self.key, status=int(status),
+            replica=last.replica_id if last else None,
             prompt_tokens=last.prompt_tokens if last else None,
             completion_tokens=last.completion_tokens if last else None,
             latency_s=round(time.monotonic() - self.started, 4),

@@ -24,3 +24,87 @@ def test_double_release_does_not_free_two_slots():
     controller.admit()
     with pytest.raises(OverloadedError):
         controller.admit()
+
+
+# --- per key: concurrency and fair sharing (with a FAKE clock) ------------------------
+
+from collections import Counter  # noqa: E402
+
+from serving.errors import RateLimitedError  # noqa: E402
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_keys_concurrency_limit_is_its_own_429():
+    controller = AdmissionController(10, retry_after_s=2)
+    controller.admit("alice", concurrency=1)
+    with pytest.raises(RateLimitedError) as err:
+        controller.admit("alice", concurrency=1)
+    assert err.value.reason == "concurrency" and err.value.retry_after_s == 2
+    controller.admit("bob", concurrency=1)
+
+
+def test_a_key_alone_may_use_the_whole_bound():
+    controller = AdmissionController(4, clock=FakeClock())
+    for _ in range(4):
+        controller.admit("alice")
+    with pytest.raises(OverloadedError) as err:
+        controller.admit("alice")
+    assert err.value.reason == "overloaded"
+
+
+def test_a_second_active_key_caps_the_first_at_half_until_it_goes_quiet():
+    clock = FakeClock()
+    controller = AdmissionController(4, active_window_s=5.0, clock=clock)
+    controller.admit("bob").release()  # bob seen at t=0
+    controller.admit("alice")
+    controller.admit("alice")
+    with pytest.raises(OverloadedError) as err:
+        controller.admit("alice")
+    assert err.value.reason == "fair_share" and controller.fair_share() == 2
+    clock.now = 5.1  # bob idle past the window: alice is alone again
+    controller.admit("alice")
+    assert controller.in_flight_of("alice") == 3 and controller.active_keys() == 1
+
+
+def simulate(controller, clock, key_of_heavy, key_of_light, seconds=10.0, hold_s=1.0):
+    """Heavy sends 6 requests/s, light 2/s (a third of it), evenly spaced; each admitted
+    request holds its slot for ``hold_s``. Returns statuses counted per sender."""
+    arrivals = [(k / 6, "heavy") for k in range(int(seconds * 6))]
+    arrivals += [(0.05 + k / 2, "light") for k in range(int(seconds * 2))]
+    held, counts = [], Counter()
+    for at, sender in sorted(arrivals):
+        clock.now = at
+        for ends, ticket in [h for h in held if h[0] <= at]:
+            ticket.release()
+            held.remove((ends, ticket))
+        try:
+            ticket = controller.admit(key_of_heavy if sender == "heavy" else key_of_light)
+        except OverloadedError:
+            counts[sender, 429] += 1
+        else:
+            counts[sender, 200] += 1
+            held.append((at + hold_s, ticket))
+        assert controller.in_flight <= controller.limit  # the global bound still holds
+    return counts
+
+
+def test_fair_share_the_light_key_is_always_admitted_and_the_heavy_key_takes_the_429s():
+    clock = FakeClock()
+    counts = simulate(AdmissionController(4, clock=clock), clock, "heavy", "light")
+    assert counts["light", 200] == 20 and counts["light", 429] == 0
+    assert counts["heavy", 429] > 0 and counts["heavy", 200] + counts["heavy", 429] == 60
+    assert counts["heavy", 200] >= counts["light", 200]  # heavy still gets its full share
+
+
+def test_without_keys_the_same_load_refuses_the_light_sender():
+    # The control: one shared key (the plain bound) lets the heavy sender crowd out the light one.
+    clock = FakeClock()
+    counts = simulate(AdmissionController(4, clock=clock), clock, "anonymous", "anonymous")
+    assert counts["light", 429] > 0

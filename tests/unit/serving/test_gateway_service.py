@@ -4,11 +4,20 @@ deadlines, cleanup. The real engine path is covered by tests/integration."""
 import asyncio
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
+from serving.config.stack import KeyLimits
 from serving.engine.protocol import GenerationChunk, GenerationDelta
-from serving.errors import DeadlineExceededError, NoReplicaError, OverloadedError
+from serving.errors import (
+    DeadlineExceededError,
+    InvalidRequestError,
+    NoReplicaError,
+    OverloadedError,
+    RateLimitedError,
+)
 from serving.gateway.admission import AdmissionController
+from serving.gateway.api_keys import Caller
+from serving.gateway.key_limits import KeyRateLimiter
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.replica_status import ReplicaCounts
 from serving.gateway.schemas import ChatCompletionRequest
@@ -35,10 +44,12 @@ class FakeEngineClient:
             self.closed += 1
 
 
-def service(tokenizer, engine, *, limit=4, timeout_s=5.0, replicas=ReplicaCounts(ready=1), from_zero=False):
+def service(tokenizer, engine, *, limit=4, timeout_s=5.0, replicas=ReplicaCounts(ready=1), from_zero=False,
+            rate_limiter=None, registry=None):
     served = ServedModel(MODEL, 2048, tokenizer, engine, AdmissionController(limit),
                          replicas=lambda: replicas, scales_from_zero=from_zero)
-    return GatewayService([served], GatewayMetrics(CollectorRegistry()), request_timeout_s=timeout_s)
+    metrics = GatewayMetrics(registry or CollectorRegistry())
+    return GatewayService([served], metrics, request_timeout_s=timeout_s, rate_limiter=rate_limiter)
 
 
 def body(**fields):
@@ -142,3 +153,65 @@ def test_a_refused_request_after_admission_frees_its_slot(tokenizer):
     with pytest.raises(Exception, match="context length"):
         asyncio.run(svc.complete(body(max_tokens=4096)))
     assert svc.models[MODEL].admission.in_flight == 0
+
+
+# --- per API key (a FROZEN clock: budgets never refill during a test) ---------------
+
+
+def frozen_limiter():
+    return KeyRateLimiter(clock=lambda: 0.0)
+
+
+def prompt_tokens(tokenizer):
+    return len(tokenizer.encode_chat(body().messages))
+
+
+def test_a_keys_tokens_are_reserved_then_charged_the_real_usage(tokenizer):
+    limiter, registry = frozen_limiter(), CollectorRegistry()
+    svc = service(tokenizer, FakeEngineClient(), rate_limiter=limiter, registry=registry)
+    alice = Caller("alice", KeyLimits(tpm=1000))
+    result = asyncio.run(svc.complete(body(), caller=alice))
+    used = result.body["usage"]["total_tokens"]
+    assert used == prompt_tokens(tokenizer) + 3  # 3 generated of the 8 reserved
+    assert limiter.bucket(alice, "tpm").level == 1000 - used
+    text = generate_latest(registry).decode()
+    assert 'serveout_key_requests_total{key="alice",status="200"} 1.0' in text
+    assert 'serveout_key_tokens_total{key="alice",kind="generation"} 3.0' in text
+
+
+def test_a_key_short_of_tokens_gets_429_after_tokenising_and_frees_its_slot(tokenizer):
+    registry = CollectorRegistry()
+    svc = service(tokenizer, FakeEngineClient(delay_s=0.2), rate_limiter=frozen_limiter(), registry=registry)
+    need = prompt_tokens(tokenizer) + 8
+    alice = Caller("alice", KeyLimits(tpm=need + need // 2))
+
+    async def run():
+        first = asyncio.create_task(svc.complete(body(), caller=alice))
+        await asyncio.sleep(0.05)
+        with pytest.raises(RateLimitedError) as err:
+            await svc.complete(body(), caller=alice)
+        assert err.value.reason == "tpm" and err.value.retry_after_s >= 1
+        assert svc.models[MODEL].admission.in_flight == 1  # only the first holds a slot
+        await first
+
+    asyncio.run(run())
+    text = generate_latest(registry).decode()
+    assert 'serveout_key_rejected_requests_total{key="alice",reason="tpm"} 1.0' in text
+    assert 'serveout_key_requests_total{key="alice",status="429"} 1.0' in text
+
+
+def test_a_request_the_keys_budget_can_never_cover_is_400(tokenizer):
+    svc = service(tokenizer, FakeEngineClient(), rate_limiter=frozen_limiter())
+    with pytest.raises(InvalidRequestError, match="lower max_tokens"):
+        asyncio.run(svc.complete(body(max_tokens=100), caller=Caller("alice", KeyLimits(tpm=50))))
+    assert svc.models[MODEL].admission.in_flight == 0
+
+
+def test_rpm_refusal_releases_the_admission_slot(tokenizer):
+    svc = service(tokenizer, FakeEngineClient(), limit=1, rate_limiter=frozen_limiter())
+    alice = Caller("alice", KeyLimits(rpm=1))
+    asyncio.run(svc.complete(body(), caller=alice))
+    with pytest.raises(RateLimitedError):
+        asyncio.run(svc.complete(body(), caller=alice))
+    assert svc.models[MODEL].admission.in_flight == 0
+    asyncio.run(svc.complete(body(), caller=Caller("bob")))  # the bound of 1 is free for bob

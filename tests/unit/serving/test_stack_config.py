@@ -4,7 +4,7 @@ import pytest
 
 from serving.config.loading import build_stack_config, merge
 from serving.config.model_spec import Dtype, ModelCatalog
-from serving.config.stack import RoutingPolicyName
+from serving.config.stack import KeyLimits, RoutingPolicyName
 from serving.errors import ConfigError
 
 MODELS = Path(__file__).resolve().parents[3] / "models"
@@ -68,3 +68,15 @@ def test_merge_drops_none_inside_sections_missing_from_base():
 def test_unknown_top_level_key_is_an_error():
     with pytest.raises(ConfigError, match="replica"):
         build({"replica": {"num_replicas": 2}})
+
+
+def test_api_keys_are_off_by_default_and_key_limits_need_a_keys_file():
+    gateway = build({}).gateway
+    assert gateway.api_keys_file is None and not gateway.metrics_public
+    config = build({"gateway": {"api_keys_file": "/etc/keys", "key_limits": {"rpm": 60}}})
+    assert config.gateway.api_keys_file == Path("/etc/keys")
+    assert config.gateway.key_limits == KeyLimits(rpm=60)
+    with pytest.raises(ConfigError, match="api_keys_file"):
+        build({"gateway": {"key_limits": {"rpm": 60}}})
+    with pytest.raises(ConfigError, match="rpm"):
+        build({"gateway": {"api_keys_file": "/etc/keys", "key_limits": {"rpm": 0}}})

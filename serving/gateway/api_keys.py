@@ -1,0 +1,162 @@
+"""API keys: the keys file, and who a request's ``Authorization: Bearer KEY`` names.
+
+One key per line; blank lines and ``#`` comments are skipped::
+
+    # name:key  or  name key  or  key alone, then optional limits
+    alice:sk-alice-0123456789abcdef rpm=60 tpm=20000 concurrency=4
+    batch sk-batch-0123456789abcdef concurrency=2 rpm=none
+    sk-anonymous-0123456789abcdef
+
+A limit a line does not set comes from ``gateway.key_limits``; ``none`` lifts it.
+The name is what metrics and logs show (a key without one is named
+``key-<first 8 hex digits of its sha256>``); the key itself is kept only as a
+sha256 digest, and a presented key is compared with every digest in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from serving.config.stack import KeyLimits
+from serving.errors import AuthenticationError, ConfigError
+
+ANONYMOUS = "anonymous"  # the caller's name when no keys are configured
+MIN_KEY_CHARS = 16
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_KEY = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII without spaces
+_OPTION = re.compile(r"^([a-z_]+)=(\S*)$")
+_LIMITS = tuple(KeyLimits.model_fields)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request: a key's name (a bounded metrics label) and its limits."""
+
+    name: str
+    limits: KeyLimits = KeyLimits()
+
+
+ANONYMOUS_CALLER = Caller(ANONYMOUS)
+
+
+@dataclass(frozen=True)
+class KeyEntry:
+    """One line of a keys file. Holds the raw key: hash it (:class:`KeyRing`), do not keep it."""
+
+    name: str
+    key: str = field(repr=False)
+    limits: KeyLimits
+
+
+def parse_keys(text: str, *, defaults: KeyLimits, source: str = "keys file") -> list[KeyEntry]:
+    """The keys in ``text``; :class:`ConfigError` (never showing a key) on any bad line."""
+    entries: list[KeyEntry] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = re.split(r"(?:^|\s)#", raw, maxsplit=1)[0].strip()
+        if line:
+            entries.append(_parse_line(line, defaults, f"{source} line {number}"))
+    if not entries:
+        raise ConfigError(f"{source} holds no keys (every request would be refused)")
+    _check_unique(entries, source)
+    return entries
+
+
+def read_keys_file(path: Path, *, defaults: KeyLimits) -> list[KeyEntry]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read API keys file {path}: {exc}") from None
+    return parse_keys(text, defaults=defaults, source=str(path))
+
+
+def _parse_line(line: str, defaults: KeyLimits, where: str) -> KeyEntry:
+    first, *rest = line.split()
+    name: str | None
+    if ":" in first:
+        name, key = first.split(":", 1)
+    elif rest and not _OPTION.match(rest[0]):
+        name, key, rest = first, rest[0], rest[1:]
+    else:
+        name, key = None, first
+    if not _KEY.match(key) or len(key) < MIN_KEY_CHARS:
+        raise ConfigError(f"{where}: a key must be at least {MIN_KEY_CHARS} printable ASCII "
+                          "characters without spaces (e.g. `openssl rand -hex 24`)")
+    if name is None:
+        name = "key-" + hashlib.sha256(key.encode()).hexdigest()[:8]
+    elif not _NAME.match(name) or name == ANONYMOUS:
+        raise ConfigError(f"{where}: a key name must be 1-64 of A-Z a-z 0-9 _ . - "
+                          f"(and not `{ANONYMOUS}`)")
+    return KeyEntry(name, key, _limits(rest, defaults, where))
+
+
+def _limits(options: list[str], defaults: KeyLimits, where: str) -> KeyLimits:
+    values = defaults.model_dump()
+    for option in options:
+        match = _OPTION.match(option)
+        if match is None or match[1] not in _LIMITS:  # never echoed: it may be a key
+            raise ConfigError(f"{where}: after the key, only limits may follow (valid: "
+                              f"{', '.join(f'{n}=N|none' for n in _LIMITS)})")
+        value = match[2]
+        if value != "none" and not (value.isdigit() and int(value) >= 1):
+            raise ConfigError(f"{where}: {match[1]} must be a whole number >= 1 or `none`")
+        values[match[1]] = None if value == "none" else int(value)
+    return KeyLimits(**values)
+
+
+def _check_unique(entries: list[KeyEntry], source: str) -> None:
+    names, digests = set(), set()
+    for entry in entries:
+        if entry.name in names:
+            raise ConfigError(f"{source}: the key name `{entry.name}` is used twice")
+        digest = _digest(entry.key)
+        if digest in digests:
+            raise ConfigError(f"{source}: the key named `{entry.name}` appears twice")
+        names.add(entry.name)
+        digests.add(digest)
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The key in an ``Authorization: Bearer KEY`` header value, else None."""
+    if authorization is None:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("latin-1", errors="replace")).digest()
+
+
+class KeyRing:
+    """The configured keys, as sha256 digests; tells which one a request presents."""
+
+    def __init__(self, entries: Iterable[KeyEntry]) -> None:
+        self._keys = tuple((_digest(e.key), Caller(e.name, e.limits)) for e in entries)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(caller.name for _, caller in self._keys)
+
+    def identify(self, token: str | None) -> Caller:
+        """The caller whose key is ``token``, or :class:`AuthenticationError`.
+
+        Compares against every key with :func:`hmac.compare_digest` (no early exit), so
+        timing does not tell how many keys there are or which one came close.
+        """
+        if token is None:
+            raise AuthenticationError(
+                "You didn't provide an API key. Send it in an Authorization header using Bearer "
+                "auth (i.e. Authorization: Bearer YOUR_KEY).")
+        digest, found = _digest(token), None
+        for stored, caller in self._keys:
+            match = hmac.compare_digest(stored, digest)
+            found = caller if match else found
+        if found is None:
+            raise AuthenticationError("Incorrect API key provided.")
+        return found

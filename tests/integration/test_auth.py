@@ -1,0 +1,102 @@
+"""API keys on the real stack, with the official openai client: 401 without or with a
+wrong key, 200 with a right one, 429 + Retry-After past a key's rpm, and fair sharing
+of the admission bound between a heavy key and a light one."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import httpx
+import openai
+import pytest
+
+from tests.integration.conftest import MODEL, PORT
+
+pytestmark = pytest.mark.integration
+
+LIMIT = 4  # gateway.max_in_flight: each of two active keys gets ceil(4 / 2) = 2
+KEYS = {"heavy": "sk-heavy-0123456789abcdef", "light": "sk-light-0123456789abcdef",
+        "limited": "sk-limited-0123456789abcdef"}
+CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4}
+
+
+@pytest.fixture(scope="module")
+def auth_stack(stack, tmp_path_factory):
+    path = tmp_path_factory.mktemp("auth") / "keys.txt"
+    path.write_text("# test keys\n"
+                    f"heavy:{KEYS['heavy']}\nlight:{KEYS['light']}\nlimited:{KEYS['limited']} rpm=2\n")
+    stack.ensure({"replicas": {"num_replicas": 2},
+                  "gateway": {"port": PORT, "max_in_flight": LIMIT, "api_keys_file": str(path),
+                              # the light key stays active through the whole fairness test
+                              "fair_share_window_s": 120}})
+    return stack
+
+
+def client(stack, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{stack.url}/v1", api_key=key, timeout=120, max_retries=0)
+
+
+def test_no_key_or_a_wrong_key_is_401_in_openais_shape(auth_stack):
+    response = httpx.post(f"{auth_stack.url}/v1/chat/completions", json=CHAT, timeout=30)
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError) as err:
+        client(auth_stack, "sk-wrong-0123456789abcdef").chat.completions.create(**CHAT)
+    assert err.value.status_code == 401 and err.value.code == "invalid_api_key"
+    for path in ("/metrics", "/status", "/v1/models"):
+        assert httpx.get(f"{auth_stack.url}{path}", timeout=30).status_code == 401, path
+    tokenize = httpx.post(f"{auth_stack.url}/tokenize", json={"model": MODEL, "prompt": "hi"}, timeout=30)
+    assert tokenize.status_code == 401
+    assert httpx.get(f"{auth_stack.url}/health", timeout=30).status_code == 200  # stays open
+
+
+def test_a_right_key_is_served_and_counted_by_name(auth_stack):
+    light = client(auth_stack, KEYS["light"])
+    reply = light.chat.completions.create(**CHAT)
+    assert reply.usage.completion_tokens > 0
+    assert [m.id for m in light.models.list().data] == [MODEL]
+    headers = {"Authorization": f"Bearer {KEYS['light']}"}
+    metrics = httpx.get(f"{auth_stack.url}/metrics", headers=headers, timeout=30).text
+    assert 'serveout_key_requests_total{key="light",status="200"}' in metrics
+    assert all(key not in metrics for key in KEYS.values())
+
+
+def test_past_a_keys_rpm_is_429_with_retry_after(auth_stack):
+    limited = client(auth_stack, KEYS["limited"])
+    for _ in range(2):  # rpm=2: a burst of two, then one more every 30 s
+        limited.chat.completions.create(**CHAT)
+    with pytest.raises(openai.RateLimitError) as err:
+        limited.chat.completions.create(**CHAT)
+    assert err.value.code == "rate_limit_exceeded"
+    assert 1 <= int(err.value.response.headers["retry-after"]) <= 30
+
+
+def test_a_heavy_key_cannot_starve_a_light_one(auth_stack):
+    """Heavy: 6 concurrent senders; light: 2 (a third of it) against a bound of 4. Each
+    sender sends 5 requests one after another, waiting Retry-After after a 429."""
+    client(auth_stack, KEYS["light"]).chat.completions.create(**CHAT)  # light is active now
+    counts: Counter[tuple[str, int]] = Counter()
+
+    async def sender(name: str) -> None:
+        async with openai.AsyncOpenAI(base_url=f"{auth_stack.url}/v1", api_key=KEYS[name],
+                                      timeout=120, max_retries=0) as api:
+            for _ in range(5):
+                try:
+                    await api.chat.completions.create(**CHAT)
+                    counts[name, 200] += 1
+                except openai.RateLimitError as exc:
+                    counts[name, 429] += 1
+                    await asyncio.sleep(int(exc.response.headers["retry-after"]))
+                except openai.APIStatusError as exc:
+                    counts[name, exc.status_code] += 1
+
+    async def contest() -> None:
+        await asyncio.gather(*(sender("heavy") for _ in range(6)), *(sender("light") for _ in range(2)))
+
+    asyncio.run(asyncio.wait_for(contest(), timeout=300))
+    figures = {f"{name} {status}": n for (name, status), n in sorted(counts.items())}
+    print(f"fairness (bound {LIMIT}; heavy 6 senders x 5, light 2 x 5): {figures}")
+    assert counts["light", 200] == 10, figures  # every light request admitted
+    assert counts["heavy", 429] > 0, figures  # the heavy key takes the refusals
+    assert set(status for _, status in counts) <= {200, 429}, figures
