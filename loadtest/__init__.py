@@ -45,6 +45,7 @@ _EXPORTS = {
     "ParseError": "loadtest.errors",
     "TargetError": "loadtest.errors",
     "GeneratorError": "loadtest.errors",
+    "WorkerError": "loadtest.errors",
     "SummaryError": "loadtest.errors",
 }
 

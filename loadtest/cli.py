@@ -1,7 +1,8 @@
 """``loadtest``: run a load test, compare two runs, sweep configurations, plan capacity.
 
 Exit codes: 0 done (SLO met or none set), 1 an SLO was missed, 2 invalid options,
-3 the run could not be carried out (target unreachable, generator failure, ...).
+3 the run could not be carried out (target unreachable, generator failure, ...),
+4 a load-generator worker crashed or was lost (its records cannot be trusted).
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from loadtest.errors import ConfigError, LoadTestError
+from loadtest.errors import ConfigError, LoadTestError, WorkerError
 from loadtest.sweep.cli import add_sweep_commands, cmd_plan, cmd_sweep
 from loadtest.units import parse_duration
 
 DEFAULT_PROFILE = "concurrency:users=8"
 DEFAULT_WORKLOAD = "random:input_len=256,output_len=128"
 
-EXIT_OK, EXIT_SLO_FAILED, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
+EXIT_OK, EXIT_SLO_FAILED, EXIT_USAGE, EXIT_FAILED, EXIT_WORKER_FAILED = 0, 1, 2, 3, 4
 
 
 def _duration(text: str) -> float:
@@ -63,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--seed", type=int, default=0)
     load.add_argument("--tokenizer", type=Path, default=None, help="local HF folder (default: $SERVEOUT_HOME/models/MODEL)")
     load.add_argument("--prompt-pool", type=int, default=None, help="sessions prepared per stage")
+    g = run.add_argument_group("generator (see docs/loadtest.md, 'Load generation past one core')")
+    g.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="local worker processes (default: one per core, %(default)s here; 1: a single process)")
+    g.add_argument("--expect-workers", type=int, default=None,
+                   help="workers to wait for in all, local plus remote (`loadtest worker`); default --workers")
+    g.add_argument("--master-bind", default=None, metavar="HOST:PORT",
+                   help="where the master listens for workers (default: 127.0.0.1, any free port)")
     out = run.add_argument_group("output")
     out.add_argument("--out", type=Path, default=None, help="results folder (default: results/loadtest-<time>)")
     out.add_argument("--reports", default=None, help="comma-separated report formats (default: all)")
@@ -77,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run", type=Path)
     report.add_argument("--reports", default=None)
 
+    worker = sub.add_parser("worker", help="serve the stages of a `loadtest run` master on another machine")
+    worker.add_argument("--master", required=True, metavar="HOST:PORT", help="the master's --master-bind address")
+    worker.add_argument("--processes", type=int, default=os.cpu_count() or 1,
+                        help="worker processes (default: one per core, %(default)s here)")
+    worker.add_argument("--idle-timeout", type=_duration, default=600.0,
+                        help="stop when no master answers for this long (default: 10m)")
+
     add_sweep_commands(sub)
     listing = sub.add_parser("list", help="list profiles, workloads, report formats and prompt sets")
     listing.add_argument("what", nargs="?", choices=("profiles", "workloads", "reports", "prompt-sets"))
@@ -85,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace):
     """The typed config of ``loadtest run``'s options."""
-    from loadtest.config import LoadTestConfig, TargetConfig
+    from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig, parse_host_port
     from loadtest.profiles import parse_profile
     from loadtest.slo import parse_slos
     from loadtest.workloads import parse_workload
@@ -105,6 +120,10 @@ def config_from_args(args: argparse.Namespace):
             scrape_metrics=not args.no_metrics,
             scrape_interval_s=args.scrape_interval,
         )
+        host, port = parse_host_port(args.master_bind) if args.master_bind else ("127.0.0.1", 0)
+        generator = GeneratorConfig(
+            workers=args.workers, expect_workers=args.expect_workers, master_host=host, master_port=port
+        )
         return LoadTestConfig(
             target=target,
             profile=parse_profile(args.profile),
@@ -120,6 +139,7 @@ def config_from_args(args: argparse.Namespace):
             tokenizer=args.tokenizer,
             prompt_pool=args.prompt_pool,
             label=args.label,
+            generator=generator,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
@@ -147,6 +167,20 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     console.print(summary_renderable(summary))
     console.print(f"results: {out}")
     return EXIT_SLO_FAILED if summary.passed is False else EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace, console: Console) -> int:
+    from loadtest.child import serve_master
+    from loadtest.config import parse_host_port
+
+    parse_host_port(args.master)
+    if args.processes < 1:
+        raise ConfigError("--processes must be >= 1")
+    err = Console(stderr=True)
+    err.print(f"[bold]loadtest worker[/]: {args.processes} process(es) serving {args.master} (Ctrl-C to stop)")
+    served = serve_master(args.master, args.processes, connect_timeout_s=args.idle_timeout, log=err.print)
+    console.print(f"served {served} worker stage(s)")
+    return EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
@@ -198,7 +232,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "list": cmd_list,
-            "sweep": cmd_sweep, "plan": cmd_plan}
+            "sweep": cmd_sweep, "plan": cmd_plan, "worker": cmd_worker}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         Console(stderr=True).print(f"[red]error:[/] {exc}")
         return EXIT_USAGE
+    except WorkerError as exc:
+        Console(stderr=True).print(f"[red]failed (load-generator worker):[/] {exc}")
+        return EXIT_WORKER_FAILED
     except LoadTestError as exc:
         Console(stderr=True).print(f"[red]failed:[/] {exc}")
         return EXIT_FAILED

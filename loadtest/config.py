@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from loadtest.errors import SLOError
+from loadtest.errors import ConfigError, SLOError
 from loadtest.profiles import ProfileConfig
 from loadtest.slo import Objective, check_applicable
 from loadtest.units import Seconds
@@ -67,6 +67,47 @@ class TargetConfig(Frozen):
         return self.metrics_url or f"{self.url}/metrics"
 
 
+def parse_host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as a pair."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+class GeneratorConfig(Frozen):
+    """How the load is generated: ``workers`` local worker processes (1: the single-process
+    generator, no master). With several, a master process hands each worker its share
+    over Locust's own master/worker protocol; ``expect_workers`` is the total the master
+    waits for, local plus remote (``loadtest worker`` on other machines, connecting to
+    ``master_host:master_port``; port 0 picks a free port, for local workers only)."""
+
+    workers: int = Field(1, ge=0)
+    expect_workers: int | None = Field(None, ge=1)
+    master_host: str = "127.0.0.1"
+    master_port: int = Field(0, ge=0, le=65535)
+    connect_timeout_s: Seconds = Field(60.0, gt=0.0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GeneratorConfig:
+        if self.expect_workers is None and self.workers == 0:
+            raise ValueError("no worker: set workers >= 1 or expect remote workers")
+        if self.total_workers < self.workers:
+            raise ValueError(f"expect_workers ({self.expect_workers}) counts the {self.workers} local workers too")
+        if self.total_workers > self.workers and self.master_port == 0:
+            raise ValueError("remote workers need a fixed master port (--master-bind HOST:PORT)")
+        return self
+
+    @property
+    def total_workers(self) -> int:
+        return self.workers if self.expect_workers is None else self.expect_workers
+
+    @property
+    def distributed(self) -> bool:
+        """Whether a master and worker processes generate the load (else one process)."""
+        return not (self.workers == 1 and self.total_workers == 1)
+
+
 class LoadTestConfig(Frozen):
     """One load test. ``duration_s`` is the total load time of a stage (warm-up and
     cool-down included, excluded from figures); ``max_requests`` caps the requests of a
@@ -86,6 +127,7 @@ class LoadTestConfig(Frozen):
     tokenizer: Path | None = None
     prompt_pool: int | None = Field(None, ge=1)
     label: str | None = None
+    generator: GeneratorConfig = GeneratorConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadTestConfig:

@@ -51,5 +51,9 @@ class GeneratorError(LoadTestError):
     """The load generator process failed or had to be killed."""
 
 
+class WorkerError(GeneratorError):
+    """A load-generator worker of a distributed run crashed, was lost or lost records."""
+
+
 class SummaryError(LoadTestError):
     """A summary file is missing, unreadable or of an unsupported schema version."""

@@ -19,7 +19,7 @@ from locust import events
 
 from loadtest.config import DEFAULT_MODEL, Endpoint, TargetConfig
 from loadtest.generator.context import RunContext
-from loadtest.generator.main import RecordWriter
+from loadtest.generator.stage import RecordWriter
 from loadtest.generator.user import OpenAIUser
 from loadtest.workloads import WorkloadContext, parse_workload
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer

@@ -7,6 +7,12 @@ failed request only counts in the error figures. TPOT of a request is
 Rates divide by the window's length: ``[warm-up, duration - cool-down]`` for timed
 runs (ending earlier if the last measured request ended earlier), or from the first
 measured start to the last measured end for runs bounded by a request count.
+``request_rate`` counts successful measured requests (by start); ``completed_rate``
+counts successful requests completing inside the window (as vLLM does).
+
+A stage's measurement is invalid (:func:`stage_validity`) when its arrivals left late,
+the client's concurrency cap was hit, the generator was CPU-saturated or its event loop
+lagged, or due arrivals were never sent; an invalid stage never passes.
 """
 
 from __future__ import annotations
@@ -15,13 +21,13 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+from loadtest.arrivals import arrivals_of
 from loadtest.profiles import OpenLoad, StagePlan
 from loadtest.records import RequestRecord, TokenSource
 from loadtest.server_metrics import ServerSample, counter_delta
-from loadtest.slo import Metric, Objective, evaluate, request_meets
-from loadtest.stats import Distribution, percentile
+from loadtest.slo import Metric, Objective, evaluate, request_meets, verdict_confidence
+from loadtest.stats import Distribution
 from loadtest.summary import (
-    Arrivals,
     GeneratorReport,
     Latency,
     RequestCounts,
@@ -32,12 +38,14 @@ from loadtest.summary import (
     SweepReport,
     Throughput,
     Tokens,
+    Validity,
     Window,
 )
 from loadtest.timeline import bin_width, prompt_tokens_between, time_bins, tokens_between
 
-LATE_THRESHOLD_S = 0.05
-MAX_LATE_FRACTION = 0.05
+MAX_LATE_FRACTION = 0.05  # more late arrivals than this: the schedule was not kept
+LOOP_LAG_LIMIT_S = 0.1  # generator event-loop lag (p99) beyond which timings are suspect
+MAX_DROPPED_FRACTION = 0.03  # due arrivals never sent: the offered rate was not delivered
 
 
 def request_tpot(record: RequestRecord) -> float | None:
@@ -72,13 +80,19 @@ def measured_window(
     return Window(start_s=lo, end_s=hi, duration_s=max(hi - lo, 0.0))
 
 
-def latency_of(ok: Sequence[RequestRecord]) -> Latency:
-    return Latency(
-        ttft=Distribution.of(r.ttft_s for r in ok if r.ttft_s is not None),
-        itl=Distribution.of(g for r in ok for g in r.itl_s),
-        tpot=Distribution.of(t for r in ok if (t := request_tpot(r)) is not None),
-        e2e=Distribution.of(r.e2e_s for r in ok),
-    )
+def latency_samples(ok: Sequence[RequestRecord]) -> dict[Metric, list[float]]:
+    """The raw latency samples of successful requests, by metric."""
+    return {
+        Metric.TTFT: [r.ttft_s for r in ok if r.ttft_s is not None],
+        Metric.ITL: [g for r in ok for g in r.itl_s],
+        Metric.TPOT: [t for r in ok if (t := request_tpot(r)) is not None],
+        Metric.E2E: [r.e2e_s for r in ok],
+    }
+
+
+def latency_of(samples: dict[Metric, list[float]]) -> Latency:
+    """Latency distributions with their bootstrap intervals."""
+    return Latency(**{m.value: Distribution.of(samples[m], intervals=True) for m in samples})
 
 
 def tokens_of(ok: Sequence[RequestRecord]) -> Tokens:
@@ -107,22 +121,10 @@ def tokens_of(ok: Sequence[RequestRecord]) -> Tokens:
     )
 
 
-def arrivals_of(records: Sequence[RequestRecord]) -> Arrivals:
-    lags = sorted(lag for r in records if (lag := r.arrival_lag_s) is not None)
-    if not lags:
-        return Arrivals()
-    return Arrivals(
-        scheduled=len(lags),
-        late=sum(1 for lag in lags if lag > LATE_THRESHOLD_S),
-        late_threshold_s=LATE_THRESHOLD_S,
-        lag_p99_s=percentile(lags, 99.0),
-        lag_max_s=lags[-1],
-    )
-
-
 def slo_report(
     objectives: Sequence[Objective],
     ok: Sequence[RequestRecord],
+    samples: dict[Metric, list[float]],
     latency: Latency,
     counts: RequestCounts,
     window_s: float,
@@ -130,15 +132,18 @@ def slo_report(
     good = sum(
         1
         for r in ok
-        if request_meets(objectives, ttft=r.ttft_s, tpot=request_tpot(r), e2e=r.e2e_s, itl=r.itl_s)
+        if request_meets(
+            objectives, ttft=r.ttft_s, tpot=request_tpot(r), e2e=r.e2e_s, itl=r.itl_s, output_tokens=r.output_tokens
+        )
     )
     if not objectives:  # goodput is only defined against objectives
         return SLOReport(good_requests=good)
-    figures = {Metric.TTFT: latency.ttft, Metric.ITL: latency.itl, Metric.TPOT: latency.tpot, Metric.E2E: latency.e2e}
-    results = evaluate(objectives, figures, counts.error_rate)
+    figures = {m: getattr(latency, m.value) for m in samples}
+    results = evaluate(objectives, figures, counts.error_rate, samples=samples, measured=counts.measured)
     return SLOReport(
         objectives=results,
         passed=all(r.passed for r in results),
+        confidence=verdict_confidence(results),
         good_requests=good,
         goodput_rps=good / window_s if window_s > 0 else None,
         goodput_fraction=good / counts.measured if counts.measured else None,
@@ -176,18 +181,24 @@ def build_stage(
     generator: GeneratorReport,
     server_samples: Sequence[ServerSample] = (),
     max_error_rate: float | None = None,
+    duration_s: float | None = None,
+    max_requests: int | None = None,
 ) -> StageSummary:
-    """Every figure of one stage from its raw records."""
+    """Every figure of one stage from its raw records. ``duration_s`` and ``max_requests``
+    are the stage's load limits (they decide how many arrivals were due)."""
     measured, before, after = split_by_window(records, *window)
     ok = [r for r in measured if r.ok]
     failed = [r for r in measured if not r.ok]
     win = measured_window(measured, *window, timed=timed)
-    latency = latency_of(ok)
+    samples = latency_samples(ok)
+    latency = latency_of(samples)
     per_s = (lambda x: x / win.duration_s) if win.duration_s > 0 else (lambda x: None)
     out_tokens = tokens_between(records, win.start_s, win.end_s)
     in_tokens = prompt_tokens_between(records, win.start_s, win.end_s)
+    completed = sum(1 for r in records if r.ok and win.start_s <= r.end_s <= win.end_s)
     throughput = Throughput(
         request_rate=per_s(len(ok)),
+        completed_rate=per_s(completed),
         output_tokens_per_s=per_s(out_tokens),
         input_tokens_per_s=per_s(in_tokens),
         total_tokens_per_s=per_s(out_tokens + in_tokens),
@@ -207,8 +218,9 @@ def build_stage(
         errors=dict(sorted(Counter(r.error_kind for r in failed if r.error_kind).items())),
         error_rate=len(failed) / len(measured) if measured else None,
     )
-    slo = slo_report(objectives, ok, latency, counts, win.duration_s)
-    arrivals = arrivals_of(records)
+    slo = slo_report(objectives, ok, samples, latency, counts, win.duration_s)
+    load = plan.load if isinstance(plan.load, OpenLoad) else None
+    arrivals = arrivals_of(records, load, duration_s=duration_s if timed else None, max_requests=max_requests)
     span = max((r.end_s for r in records), default=0.0)
     stage = StageSummary(
         index=plan.index,
@@ -228,31 +240,57 @@ def build_stage(
         timeline=time_bins(records, bin_width(span)),
     )
     passed, reason = stage_verdict(stage, max_error_rate=max_error_rate)
-    return stage.model_copy(update={"passed": passed, "verdict_reason": reason})
+    return stage.model_copy(update={"validity": stage_validity(stage), "passed": passed, "verdict_reason": reason})
+
+
+def stage_validity(stage: StageSummary) -> Validity:
+    """Whether the stage measured what it claims (see the module docstring)."""
+    reasons = []
+    a, g = stage.arrivals, stage.generator
+    if a.scheduled and a.late / a.scheduled > MAX_LATE_FRACTION:
+        reasons.append(f"{a.late / a.scheduled:.0%} of arrivals left more than {a.late_threshold_s * 1e3:.0f} ms late")
+    if a.slot_waits:
+        reasons.append(
+            f"client concurrency cap hit: {a.slot_waits} arrivals waited for one of the "
+            f"{a.max_concurrency or '?'} slots (raise max_concurrency)"
+        )
+    if g.saturated:
+        cpu = "" if g.cpu_percent_p90 is None else f" (p90 {g.cpu_percent_p90:.0f}% of a core)"
+        reasons.append(f"load generator CPU-saturated{cpu}")
+    if g.loop_lag_p99_s is not None and g.loop_lag_p99_s > LOOP_LAG_LIMIT_S:
+        reasons.append(
+            f"generator event loop lagged (p99 {g.loop_lag_p99_s * 1e3:.0f} ms > {LOOP_LAG_LIMIT_S * 1e3:.0f} ms)"
+        )
+    if a.due and a.dropped / a.due > MAX_DROPPED_FRACTION:
+        reasons.append(
+            f"{a.dropped} of {a.due} due arrivals never sent (achieved {a.achieved_rate or 0:.3g} req/s)"
+        )
+    return Validity(valid=not reasons, reasons=tuple(reasons))
 
 
 def stage_verdict(stage: StageSummary, *, max_error_rate: float | None) -> tuple[bool | None, str]:
-    """Pass/fail of a stage: its SLOs, plus (when given) an error-rate bound, the
-    schedule being kept and the generator not being saturated."""
-    reasons = [
-        f"{r.objective.key} missed" for r in stage.slo.objectives if not r.passed
-    ]
+    """Pass/fail of a stage: its SLOs and (when given) an error-rate bound; ``None`` when
+    neither is set. An invalid measurement never passes: it fails with the reason
+    ``"invalid measurement: ..."``."""
+    validity = stage_validity(stage)
+    invalid = "invalid measurement: " + "; ".join(validity.reasons) if not validity.valid else ""
+    if stage.slo.passed is None and max_error_rate is None:
+        return None, invalid
+    if invalid:
+        return False, invalid
+    reasons = [f"{r.objective.key} missed" for r in stage.slo.objectives if not r.passed]
     if max_error_rate is not None:
         rate = stage.requests.error_rate
         if rate is None or rate > max_error_rate:
             reasons.append(f"error rate {rate if rate is not None else 1:.1%} > {max_error_rate:.1%}")
-        arrivals = stage.arrivals
-        if arrivals.scheduled and arrivals.late / arrivals.scheduled > MAX_LATE_FRACTION:
-            reasons.append(f"{arrivals.late / arrivals.scheduled:.0%} of arrivals left late")
-        if stage.generator.saturated:
-            reasons.append("load generator saturated")
-    if stage.slo.passed is None and max_error_rate is None:
-        return None, ""
     return not reasons, "; ".join(reasons)
 
 
 def achieved_rate(stage: StageSummary) -> float | None:
-    """Requests per second actually sent in the measured window."""
+    """Arrivals per second actually sent (open loops), else measured requests per
+    second of the measured window."""
+    if stage.arrivals.achieved_rate is not None:
+        return stage.arrivals.achieved_rate
     if stage.window.duration_s <= 0:
         return None
     return stage.requests.measured / stage.window.duration_s
@@ -271,6 +309,8 @@ def sweep_report(stages: Sequence[StageSummary]) -> SweepReport:
                 achieved_rate=achieved_rate(s),
                 passed=bool(s.passed),
                 reason=s.verdict_reason,
+                valid=s.validity.valid,
+                confidence=s.slo.confidence,
                 goodput_rps=s.slo.goodput_rps,
                 error_rate=s.requests.error_rate,
                 ttft_p95=s.latency.ttft.p95,
@@ -279,5 +319,9 @@ def sweep_report(stages: Sequence[StageSummary]) -> SweepReport:
             )
         )
     points.sort(key=lambda p: p.offered_rate)
-    passing = [p.offered_rate for p in points if p.passed]
-    return SweepReport(points=tuple(points), max_rate_meeting_slo=max(passing) if passing else None)
+    best = max((p for p in points if p.passed), key=lambda p: p.offered_rate, default=None)
+    return SweepReport(
+        points=tuple(points),
+        max_rate_meeting_slo=best.offered_rate if best else None,
+        achieved_rate_meeting_slo=best.achieved_rate if best else None,
+    )

@@ -36,8 +36,9 @@ class StageProgress:
     in_flight: int = 0
     errors: Counter = field(default_factory=Counter)
     recent: deque = field(default_factory=deque)
-    cpu_percent: float | None = None
+    cpu_percent: float | None = None  # distributed: the busiest worker's
     server: ServerSample | None = None
+    workers: int = 1
 
     def add(self, records: list[RequestRecord]) -> None:
         for r in records:
@@ -118,6 +119,8 @@ def render(p: StageProgress) -> Group:
         else "-",
     )
     cpu = "-" if p.cpu_percent is None else f"{p.cpu_percent:.0f}% of one core"
+    if p.workers > 1 and p.cpu_percent is not None:
+        cpu += f" (busiest of {p.workers} workers)"
     table.add_row("generator CPU", Text(cpu, style="bold red" if (p.cpu_percent or 0) >= SATURATION_PERCENT else ""))
     if p.server is not None:
         s = p.server

@@ -1,10 +1,12 @@
 """The orchestrator: runs a load test's stages and returns its :class:`Summary`.
 
 It never imports Locust or gevent. Per stage it writes the workload plan and a job
-file, starts the load generator (``python -m loadtest.generator``), follows it (tailed
-records for live progress, CPU via psutil, ``/metrics`` scraped on a thread), enforces
-the hard time limit, and turns the raw records into figures. The profile decides the
-next stage from the outcomes so far.
+file, starts the load generator (``python -m loadtest.generator``; distributed, that is
+the master, and the local workers start once it listens), follows it (tailed records
+for live progress, CPU via psutil or the workers' own reports, ``/metrics`` scraped on
+a thread), enforces the hard time limit, and turns the raw records into figures. A
+worker that crashes, or a master that reports a failed stage, fails the run
+(:class:`WorkerError`). The profile decides the next stage from the outcomes so far.
 """
 
 from __future__ import annotations
@@ -22,10 +24,18 @@ import httpx
 from rich.console import Console
 
 from loadtest._version import __version__
-from loadtest.child import GeneratorProcess, cpu_percentages
+from loadtest.child import GeneratorProcess, StageProcesses, cpu_percentages
 from loadtest.config import Endpoint, LoadTestConfig
-from loadtest.errors import GeneratorError, TargetError
-from loadtest.generator.job import GeneratorJob, GeneratorStatus
+from loadtest.errors import GeneratorError, TargetError, WorkerError
+from loadtest.generator.job import (
+    FINAL_GRACE_S,
+    READY_TIMEOUT_S,
+    GeneratorJob,
+    GeneratorStatus,
+    StatusTail,
+    WorkerReport,
+)
+from loadtest.generator.workers import cpu_series, fleet_reports, worker_warnings
 from loadtest.metrics import achieved_rate, build_stage, sweep_report
 from loadtest.profiles import OpenLoad, StageOutcome, StagePlan
 from loadtest.progress import SATURATION_PERCENT, ProgressView, StageProgress
@@ -75,7 +85,8 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
     scraper = None
     if (url := config.target.resolved_metrics_url) is not None:
         scraper = MetricsScraper(
-            url, model=config.target.model, interval_s=config.target.scrape_interval_s, t0_unix=started
+            url, model=config.target.model, interval_s=config.target.scrape_interval_s, t0_unix=started,
+            api_key=config.target.api_key,
         )
         scraper.scrape_now()
         scraper.start()
@@ -158,35 +169,44 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
     job_path = folder / "job.json"
     job_path.write_text(job.model_dump_json(), encoding="utf-8")
     before = scraper.scrape_now() if scraper is not None else None
-    child = GeneratorProcess(job_path, folder / "generator.log", options.python)
+    gen = config.generator
+    processes = StageProcesses(job_path, folder, gen, options.python)
+    child = processes.main
     wall_start = time.time()
     child.start()
-    progress = StageProgress(plan.label, plan.index, config.duration_s, config.max_requests)
+    progress = StageProgress(plan.label, plan.index, config.duration_s, config.max_requests, workers=gen.total_workers)
     tail = RecordTail(job.records_path)
-    statuses = RecordStatus(job.status_path)
+    statuses = StatusTail(job.status_path)
     killed = False
     limit = config.stage_time_limit_s + STARTUP_GRACE_S
+    if gen.distributed:
+        limit += gen.connect_timeout_s + READY_TIMEOUT_S + FINAL_GRACE_S
     try:
         while child.poll() is None:
             time.sleep(POLL_S)
             child.sample_cpu()
             last = statuses.read()
+            if not processes.workers_started and (port := statuses.port()) is not None:
+                processes.start_workers(port)
+            if (crash := processes.crashed()) is not None:
+                raise WorkerError(f"stage {plan.index}: {crash}")
             progress.elapsed_s = last.t if last else 0.0
             progress.in_flight = last.in_flight if last else 0
             progress.add(tail.read_new())
-            cpu = cpu_percentages(child.cpu_samples[-3:], since_unix=wall_start)
-            progress.cpu_percent = cpu[-1][1] if cpu else None
+            progress.cpu_percent = _latest_cpu(child, statuses, wall_start)
             progress.server = scraper.latest() if scraper else None
             view.update(progress)
             if time.time() - wall_start > limit:
                 killed = True
                 break
     finally:
-        code = child.stop()  # also on Ctrl-C or an error here: never leave the generator behind
+        code = processes.stop()  # also on Ctrl-C or an error here: never leave a generator process behind
     if scraper is not None:
         _scrape_when_settled(scraper)
     final = statuses.final()
     first = statuses.first()
+    if final is not None and final.error is not None:
+        raise WorkerError(f"stage {plan.index}: {final.error}")
     warnings: list[str] = []
     if killed:
         warnings.append(f"stage {plan.index}: the generator overran its {limit:g} s limit and was killed")
@@ -194,13 +214,17 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
         tail_text = child.log_tail()
         if first is None:
             raise GeneratorError(f"the load generator failed to start (exit {code}):\n{tail_text}")
+        if gen.distributed:  # its workers' records may not all have reached the records file
+            raise WorkerError(f"stage {plan.index}: the load-generator master exited with code {code}:\n{tail_text}")
         warnings.append(f"stage {plan.index}: the generator exited with code {code}: {tail_text[-300:]}")
     if first is None:
         raise GeneratorError(f"the load generator never started:\n{child.log_tail()}")
     records, token_warning = fill_token_counts(read_records(job.records_path), tokenizer)
     if token_warning:
         warnings.append(f"stage {plan.index}: {token_warning}")
-    generator = _generator_report(child, first, final)
+    workers = fleet_reports(final, statuses.worker_samples(), since_unix=first.t0_unix, saturation_percent=SATURATION_PERCENT)
+    generator = _generator_report(child, first, final, workers)
+    warnings.extend(worker_warnings(plan.index, [report for report, _ in workers]))
     t0 = first.t0_unix
     offset = t0 - started
     samples = []
@@ -220,6 +244,8 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
         generator=generator,
         server_samples=samples,
         max_error_rate=config.profile.max_error_rate,
+        duration_s=config.duration_s,
+        max_requests=config.max_requests,
     )
     if final is not None and final.session_wraps:
         warnings.append(
@@ -245,50 +271,44 @@ def _scrape_when_settled(scraper: MetricsScraper, timeout_s: float = SETTLE_TIME
         time.sleep(0.1)
 
 
-class RecordStatus:
-    """Reads the generator's status lines."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lines: list[GeneratorStatus] = []
-        self._tail_offset = 0
-
-    def read(self) -> GeneratorStatus | None:
-        try:
-            with self.path.open("r", encoding="utf-8") as handle:
-                handle.seek(self._tail_offset)
-                chunk = handle.read()
-        except FileNotFoundError:
-            return None
-        complete = chunk[: chunk.rfind("\n") + 1]
-        self._tail_offset += len(complete.encode("utf-8"))
-        for line in complete.splitlines():
-            if line.strip():
-                self._lines.append(GeneratorStatus.model_validate_json(line))
-        return self._lines[-1] if self._lines else None
-
-    def first(self) -> GeneratorStatus | None:
-        self.read()
-        return next((s for s in self._lines if s.phase == "started"), None)
-
-    def final(self) -> GeneratorStatus | None:
-        self.read()
-        return next((s for s in reversed(self._lines) if s.phase == "final"), None)
+def _latest_cpu(child: GeneratorProcess, statuses: StatusTail, since_unix: float) -> float | None:
+    """The generator's CPU now (distributed: the busiest worker's), in percent of one core."""
+    if samples := statuses.worker_samples(last=3):
+        latest = [series[-1][1] for series in cpu_series(samples, since_unix).values() if series]
+        return max(latest, default=None)
+    cpu = cpu_percentages(child.cpu_samples[-3:], since_unix=since_unix)
+    return cpu[-1][1] if cpu else None
 
 
-def _generator_report(child: GeneratorProcess, first: GeneratorStatus, final: GeneratorStatus | None) -> GeneratorReport:
-    cpu = [(t, p) for t, p in cpu_percentages(child.cpu_samples, since_unix=first.t0_unix) if t >= 0]
-    dist = Distribution.of(p for _, p in cpu)
+def _generator_report(
+    child: GeneratorProcess,
+    first: GeneratorStatus,
+    final: GeneratorStatus | None,
+    workers: Sequence[tuple[WorkerReport, list[tuple[float, float]]]],
+) -> GeneratorReport:
+    """The generator's figures. Distributed: CPU seconds of master and workers together,
+    CPU percentages of the busiest worker, the worst loop lag; saturated when any worker
+    was (the per-worker reports go to ``workers``)."""
+    if workers:
+        busiest, cpu = max(workers, key=lambda pair: pair[0].cpu_percent_p90 or 0.0)
+        saturated = any(report.saturated for report, _ in workers)
+        mean, p90, top = busiest.cpu_percent_mean, busiest.cpu_percent_p90, busiest.cpu_percent_max
+    else:
+        cpu = [(t, p) for t, p in cpu_percentages(child.cpu_samples, since_unix=first.t0_unix) if t >= 0]
+        dist = Distribution.of(p for _, p in cpu)
+        mean, p90, top = dist.mean, dist.p90, dist.max
+        saturated = p90 is not None and p90 >= SATURATION_PERCENT
     return GeneratorReport(
         cpu_seconds=final.cpu_seconds if final else None,
         cpu_seconds_load=final.cpu_seconds_load if final else None,
-        cpu_percent_mean=dist.mean,
-        cpu_percent_p90=dist.p90,
-        cpu_percent_max=dist.max,
+        cpu_percent_mean=mean,
+        cpu_percent_p90=p90,
+        cpu_percent_max=top,
         loop_lag_p99_s=final.loop_lag_p99_s if final else None,
         loop_lag_max_s=final.loop_lag_max_s if final else None,
-        saturated=dist.p90 is not None and dist.p90 >= SATURATION_PERCENT,
+        saturated=saturated,
         cpu_samples=tuple((round(t, 3), round(p, 2)) for t, p in cpu),
+        workers=tuple(report for report, _ in workers),  # kept once GeneratorReport has the field
     )
 
 
@@ -330,10 +350,9 @@ def _keep_logs(work: Path, out_dir: Path) -> None:
     target = out_dir / "generator"
     target.mkdir(parents=True, exist_ok=True)
     for folder in sorted(work.glob("stage-*")):
-        for name in ("generator.log", "status.jsonl", "job.json"):
-            source = folder / name
+        for source in (folder / "generator.log", folder / "status.jsonl", folder / "job.json", *folder.glob("worker-*.log")):
             if source.exists():
-                shutil.copy(source, target / f"{folder.name}.{name}")
+                shutil.copy(source, target / f"{folder.name}.{source.name}")
 
 
 def _one_line(s: StageSummary) -> str:

@@ -17,7 +17,8 @@ class MetricsScraper:
     sample synchronously (used at stage boundaries). A target without ``/metrics`` (404)
     is scraped no further."""
 
-    def __init__(self, url: str, *, model: str, interval_s: float, t0_unix: float, timeout_s: float = 5.0) -> None:
+    def __init__(self, url: str, *, model: str, interval_s: float, t0_unix: float, timeout_s: float = 5.0,
+                 api_key: str | None = None) -> None:
         self.url = url
         self.model = model
         self.interval_s = interval_s
@@ -27,7 +28,9 @@ class MetricsScraper:
         self.failed = 0
         self.last_error: str | None = None
         self.unavailable = False
-        self._client = httpx.Client(timeout=timeout_s)
+        # A gateway with API keys guards /metrics too: send the run's key.
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self._client = httpx.Client(timeout=timeout_s, headers=headers)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="metrics-scraper", daemon=True)

@@ -9,6 +9,11 @@ Every objective is an upper bound (observed <= threshold passes).
 For goodput each latency objective also applies to every single request: its TTFT,
 TPOT or E2E must be <= the threshold whatever the stat; for ITL the request's own
 stat over its inter-chunk gaps is compared (a request with no gap meets it).
+
+Each verdict carries the 95% bootstrap interval of its observed statistic and a
+confidence: the fraction of bootstrap resamples in which the objective holds (see
+:mod:`loadtest.stats`). Near the threshold a single sample is a coin toss; the
+confidence says how much of one.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from loadtest.errors import ConfigError, SLOError
-from loadtest.stats import Distribution, mean, percentile
+from loadtest.stats import Distribution, bootstrap, bootstrap_proportion, interval, mean, percentile
 from loadtest.units import format_seconds, parse_duration, parse_fraction
 
 
@@ -64,21 +70,36 @@ class Objective(BaseModel):
 
 class ObjectiveResult(BaseModel):
     """The verdict on one objective. ``observed`` is ``None`` when nothing could be measured
-    (then the objective fails)."""
+    (then the objective fails). ``ci_low``/``ci_high``: the 95% bootstrap interval of the
+    observed statistic; ``confidence``: the fraction of bootstrap resamples in which the
+    objective holds (all ``None`` when not computed)."""
 
     model_config = ConfigDict(frozen=True)
 
     objective: Objective
     observed: float | None
     passed: bool
+    ci_low: float | None = None
+    ci_high: float | None = None
+    confidence: float | None = None
+
+    def _format(self, value: float) -> str:
+        if self.objective.metric is Metric.ERROR_RATE:
+            return f"{value:.2%}"
+        return format_seconds(value)
 
     def observed_text(self) -> str:
         """``observed`` for people: a percentage for the error rate, a duration otherwise."""
-        if self.observed is None:
-            return "-"
-        if self.objective.metric is Metric.ERROR_RATE:
-            return f"{self.observed:.2%}"
-        return format_seconds(self.observed)
+        return "-" if self.observed is None else self._format(self.observed)
+
+    def interval_text(self) -> str:
+        """``"95% CI 430.0 ms-530.0 ms, holds in 62% of resamples"``, or ``""``."""
+        parts = []
+        if self.ci_low is not None and self.ci_high is not None:
+            parts.append(f"95% CI {self._format(self.ci_low)}-{self._format(self.ci_high)}")
+        if self.confidence is not None:
+            parts.append(f"holds in {self.confidence:.0%} of resamples")
+        return ", ".join(parts)
 
 
 def parse_slos(text: str | None) -> tuple[Objective, ...]:
@@ -133,18 +154,49 @@ def evaluate(
     objectives: Sequence[Objective],
     latencies: Mapping[Metric, Distribution],
     error_rate: float | None,
+    *,
+    samples: Mapping[Metric, Sequence[float]] | None = None,
+    measured: int | None = None,
 ) -> tuple[ObjectiveResult, ...]:
-    """Verdicts of the run figures against every objective."""
+    """Verdicts of the run figures against every objective; with the raw latency
+    ``samples`` and the ``measured`` request count, each verdict gets its bootstrap
+    interval and confidence."""
     results = []
     for objective in objectives:
+        resampled = None
         if objective.metric is Metric.ERROR_RATE:
             observed = error_rate
+            if error_rate is not None and measured:
+                resampled = bootstrap_proportion(round(error_rate * measured), measured)
         else:
             assert objective.stat is not None
             observed = latencies[objective.metric].stat(objective.stat.value)
+            if samples is not None and observed is not None:
+                resampled = bootstrap(samples[objective.metric], objective.stat.value)
         passed = observed is not None and observed <= objective.threshold
-        results.append(ObjectiveResult(objective=objective, observed=observed, passed=passed))
+        extra = {}
+        if resampled is not None:
+            low, high = interval(resampled)
+            extra = {"ci_low": low, "ci_high": high, "confidence": float(np.mean(resampled <= objective.threshold))}
+        results.append(ObjectiveResult(objective=objective, observed=observed, passed=passed, **extra))
     return tuple(results)
+
+
+def verdict_confidence(results: Sequence[ObjectiveResult]) -> float | None:
+    """How sure the overall verdict is. A pass: the lowest objective confidence (all
+    objectives hold together at most that often). A fail: the highest share of resamples
+    in which a failed objective fails (at least that often). ``None`` when unknown."""
+    if not results:
+        return None
+    if all(r.passed for r in results):
+        confidences = [r.confidence for r in results if r.confidence is not None]
+        return min(confidences) if len(confidences) == len(results) else None
+    failing = [
+        1.0 if r.observed is None else 1.0 - r.confidence
+        for r in results
+        if not r.passed and (r.observed is None or r.confidence is not None)
+    ]
+    return max(failing) if failing else None
 
 
 def request_meets(
@@ -154,11 +206,13 @@ def request_meets(
     tpot: float | None,
     e2e: float | None,
     itl: Sequence[float],
+    output_tokens: int | None,
 ) -> bool:
     """Whether one successful request meets every per-request objective.
 
     A TPOT objective is met by a request with a single output token (no TPOT), as in
-    vLLM's goodput; a missing TTFT or E2E never meets its objective.
+    vLLM's goodput, but never by one whose output token count is unknown; a missing
+    TTFT or E2E never meets its objective.
     """
     for objective in objectives:
         metric = objective.metric
@@ -170,6 +224,8 @@ def request_meets(
             assert objective.stat is not None
             value = _request_stat(itl, objective.stat)
         elif metric is Metric.TPOT:
+            if output_tokens is None:
+                return False
             if tpot is None:
                 continue
             value = tpot

@@ -3,6 +3,13 @@
 Field names are a public contract (the sweep and the docs rely on them): add fields,
 never rename them without bumping :data:`SCHEMA_VERSION`. Times are in seconds, rates
 per second, fractions within [0, 1].
+
+Verdicts: a stage's ``passed`` is ``None`` when nothing was asked of it (no SLO, no
+error-rate bound), else ``True`` or ``False``. A stage whose measurement is invalid
+(``validity.valid`` is false: arrivals left late, the client concurrency cap was hit,
+the generator was CPU-saturated or its event loop lagged, or due arrivals were never
+sent) is never a pass: ``passed`` is ``False`` and ``verdict_reason`` starts with
+``"invalid measurement: "``. ``slo.passed`` stays the SLO verdict on the figures alone.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loadtest.config import LoadTestConfig
 from loadtest.errors import SummaryError
+from loadtest.generator.job import WorkerReport
 from loadtest.profiles import StagePlan
 from loadtest.records import ErrorKind
 from loadtest.server_metrics import ServerSample
@@ -59,7 +67,13 @@ class Latency(_Model):
 
 
 class Throughput(_Model):
+    """Rates over the measured window. ``request_rate`` counts successful requests that
+    *started* in the window (under overload it follows the offered rate);
+    ``completed_rate`` counts successful requests that *completed* in it (as vLLM's
+    benchmark does: the rate the server actually served)."""
+
     request_rate: float | None = None
+    completed_rate: float | None = None
     output_tokens_per_s: float | None = None
     input_tokens_per_s: float | None = None
     total_tokens_per_s: float | None = None
@@ -80,23 +94,42 @@ class Tokens(_Model):
 
 class SLOReport(_Model):
     """Verdicts; ``passed`` and the goodput figures are ``None`` when no objective was set.
-    Goodput counts the successful measured requests meeting every per-request objective."""
+    Goodput counts the successful measured requests meeting every per-request objective.
+    ``confidence``: how sure ``passed`` is (see :func:`loadtest.slo.verdict_confidence`)."""
 
     objectives: tuple[ObjectiveResult, ...] = ()
     passed: bool | None = None
+    confidence: float | None = None
     good_requests: int = 0
     goodput_rps: float | None = None
     goodput_fraction: float | None = None
 
 
 class Arrivals(_Model):
-    """Open-loop schedule keeping: how late requests left compared with their schedule."""
+    """Open-loop schedule keeping. ``scheduled``: arrivals sent (requests with a scheduled
+    start); ``late``: those that left more than ``late_threshold_s`` after it; ``due``:
+    arrivals the schedule placed inside the stage's duration (``None`` when unknown);
+    ``dropped``: due but never sent when the duration ended; ``achieved_rate``: arrivals
+    sent per second of the stage; ``slot_waits``: arrivals that found all
+    ``max_concurrency`` client slots busy (the client's concurrency cap was hit)."""
 
     scheduled: int = 0
     late: int = 0
     late_threshold_s: float = 0.05
     lag_p99_s: float | None = None
     lag_max_s: float | None = None
+    due: int | None = None
+    dropped: int = 0
+    achieved_rate: float | None = None
+    max_concurrency: int | None = None
+    slot_waits: int = 0
+
+
+class Validity(_Model):
+    """Whether a stage measured what it claims; ``reasons`` say why not."""
+
+    valid: bool = True
+    reasons: tuple[str, ...] = ()
 
 
 class TimeBin(_Model):
@@ -112,8 +145,9 @@ class TimeBin(_Model):
 
 
 class GeneratorReport(_Model):
-    """The load generator process's own CPU use; ``saturated`` means its figures are
-    suspect (it could not keep up)."""
+    """The load generator's own CPU use (distributed: CPU seconds summed, percentages and
+    loop lag of the busiest worker); ``saturated`` means its figures are suspect (it, or
+    any worker, could not keep up)."""
 
     cpu_seconds: float | None = None
     cpu_seconds_load: float | None = None
@@ -125,6 +159,7 @@ class GeneratorReport(_Model):
     loop_lag_max_s: float | None = None
     saturated: bool = False
     cpu_samples: tuple[tuple[float, float], ...] = ()
+    workers: tuple[WorkerReport, ...] = Field((), description="per worker process (distributed runs)")
 
 
 class StageServer(_Model):
@@ -156,16 +191,22 @@ class StageSummary(_Model):
     generator: GeneratorReport
     server: StageServer
     timeline: tuple[TimeBin, ...] = ()
+    validity: Validity = Validity()
     passed: bool | None = None
     verdict_reason: str = ""
 
 
 class SweepPoint(_Model):
+    """One probed rate; ``achieved_rate`` is the arrival rate actually sent, ``valid``
+    whether the stage measured what it claims, ``confidence`` how sure its verdict is."""
+
     stage: int
     offered_rate: float
     achieved_rate: float | None
     passed: bool
     reason: str
+    valid: bool = True
+    confidence: float | None = None
     goodput_rps: float | None
     error_rate: float | None
     ttft_p95: float | None
@@ -174,10 +215,12 @@ class SweepPoint(_Model):
 
 
 class SweepReport(_Model):
-    """The rate sweep: every probed rate and the highest one that met the SLO."""
+    """The rate sweep: every probed rate and the highest (offered) one that met the SLO
+    with a valid measurement, with the rate that point actually achieved."""
 
     points: tuple[SweepPoint, ...]
     max_rate_meeting_slo: float | None
+    achieved_rate_meeting_slo: float | None = None
 
 
 class ServerReport(_Model):

@@ -4,6 +4,10 @@ Every user greenlet shares one :class:`RunContext`: it hands out sessions, open-
 arrival slots and the request budget, and decides when issuing stops (duration reached,
 request budget spent, schedule exhausted). Greenlets switch only at I/O, so plain
 counters are safe.
+
+A worker of a distributed stage holds its share (its arrivals, its part of the budget)
+and numbers requests and users ``slot + slots * n``, so that ids stay unique across the
+workers; its stage clock's zero is the master's, given as a Unix time.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ class RunContext:
         max_requests: int | None,
         load_duration_s: float | None,
         stage: int = 0,
+        slot: int = 0,
+        slots: int = 1,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.plan = plan
@@ -33,6 +39,8 @@ class RunContext:
         self.max_requests = max_requests
         self.load_duration_s = load_duration_s
         self.stage = stage
+        self.slot = slot
+        self.slots = slots
         self.clock = clock
         self.t0 = clock()
         self.t0_unix = time.time()
@@ -51,8 +59,17 @@ class RunContext:
         self.t0 = self.clock()
         self.t0_unix = time.time()
 
+    def start_at(self, t0_unix: float) -> None:
+        """Set the stage clock's zero to a Unix time (a distributed stage's shared zero).
+
+        Both clocks are read back to back, so on one machine every worker's zero agrees
+        within microseconds; across machines, within the offset of their wall clocks.
+        """
+        self.t0 = self.clock() + (t0_unix - time.time())
+        self.t0_unix = t0_unix
+
     def now(self) -> float:
-        """Seconds on the stage clock."""
+        """Seconds on the stage clock (negative before its zero)."""
         return self.clock() - self.t0
 
     @property
@@ -61,7 +78,7 @@ class RunContext:
 
     def user_index(self) -> int:
         self._next_user += 1
-        return self._next_user - 1
+        return self.slot + self.slots * (self._next_user - 1)
 
     def next_session(self) -> Session:
         """The next session of the plan, cycling (and counting wraps) when exhausted."""
@@ -109,7 +126,7 @@ class RunContext:
             return None
         self.issued += 1
         self.in_flight += 1
-        return self.issued - 1
+        return self.slot + self.slots * (self.issued - 1)
 
     def finish(self, record: RequestRecord) -> None:
         """A claimed request is over (its record is written by the events listener)."""

@@ -1,4 +1,6 @@
-"""The file contract between the orchestrator and a load-generator process (no gevent)."""
+"""The contracts of the load generator (no gevent): the job file the orchestrator writes,
+the status lines the generator writes back, and what a worker of a distributed stage
+reports (to its master in Locust custom messages, and on into the summary)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,17 @@ from pydantic import BaseModel, ConfigDict
 from loadtest.config import LoadTestConfig
 from loadtest.profiles import StagePlan
 
+# Locust custom messages of a distributed stage (master -> worker, then worker -> master).
+JOB, CLOCK, START = "loadtest_job", "loadtest_clock", "loadtest_start"
+READY, RECORDS, STATUS, FINAL = "loadtest_ready", "loadtest_records", "loadtest_status", "loadtest_final"
+# Exit codes of a master (a distributed stage failed) and of a worker (no master; no start).
+EXIT_STAGE_FAILED, EXIT_NO_MASTER, EXIT_NO_START = 3, 4, 5
+READY_TIMEOUT_S = 60.0  # for the workers to take their shares, once connected
+FINAL_GRACE_S = 15.0  # after the stage's hard limit, for the workers' final reports
+
 
 class GeneratorJob(BaseModel):
-    """One stage for one generator process.
+    """One stage for one generator process (or, distributed, for the master).
 
     The generator reads the workload plan from ``plan_path``, appends one JSON line per
     request to ``records_path`` and one status line per second to ``status_path``.
@@ -27,9 +37,42 @@ class GeneratorJob(BaseModel):
     api_key: str | None = None
 
 
+class WorkerStatus(BaseModel):
+    """A worker's counters (sent every second, and once more as its final report).
+
+    ``index`` is Locust's worker index; ``t_unix`` the worker's wall clock when sent;
+    ``cpu_seconds`` its process CPU so far; ``records`` the request records it has
+    shipped to the master so far. The master adds the clock offset it measured
+    (worker minus master, seconds) and that measurement's round trip."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    index: int
+    host: str = ""
+    pid: int = 0
+    t_unix: float
+    issued: int = 0
+    completed: int = 0
+    in_flight: int = 0
+    users: int = 0
+    records: int = 0
+    cpu_seconds: float = 0.0
+    cpu_seconds_load: float | None = None
+    loop_lag_p99_s: float | None = None
+    loop_lag_max_s: float | None = None
+    session_wraps: int = 0
+    user_errors: int = 0
+    user_error_samples: tuple[str, ...] = ()
+    stop_reason: str | None = None
+    clock_offset_s: float | None = None
+    clock_rtt_s: float | None = None
+
+
 class GeneratorStatus(BaseModel):
-    """One status line. ``phase`` is ``started`` (once, at the stage clock's zero),
-    ``running`` (every second) or ``final`` (once, at the end)."""
+    """One status line. ``phase`` is ``listening`` (a master, once, with its ``port``),
+    ``started`` (once, at the stage clock's zero), ``running`` (every second) or
+    ``final`` (once, at the end; ``error`` set when a distributed stage failed).
+    A master's lines add up its workers' counters and list them in ``workers``."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -47,3 +90,70 @@ class GeneratorStatus(BaseModel):
     session_wraps: int = 0
     user_errors: int = 0
     stop_reason: str | None = None
+    port: int | None = None
+    workers: tuple[WorkerStatus, ...] = ()
+    error: str | None = None
+
+
+class WorkerReport(BaseModel):
+    """One worker process of a distributed stage, as the summary shows it: CPU in percent
+    of one core (from the worker's own samples), event-loop lag, the records it sent and
+    its wall clock's offset from the master's (``None`` when unmeasured)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    host: str
+    pid: int
+    records: int
+    cpu_seconds_load: float | None = None
+    cpu_percent_mean: float | None = None
+    cpu_percent_p90: float | None = None
+    cpu_percent_max: float | None = None
+    loop_lag_p99_s: float | None = None
+    loop_lag_max_s: float | None = None
+    saturated: bool = False
+    clock_offset_s: float | None = None
+    clock_rtt_s: float | None = None
+    stop_reason: str | None = None
+
+
+class StatusTail:
+    """Reads a generator's status lines as they are appended (the orchestrator's side)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lines: list[GeneratorStatus] = []
+        self._tail_offset = 0
+
+    def read(self) -> GeneratorStatus | None:
+        try:
+            with self.path.open("r", encoding="utf-8") as handle:
+                handle.seek(self._tail_offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            return None
+        complete = chunk[: chunk.rfind("\n") + 1]
+        self._tail_offset += len(complete.encode("utf-8"))
+        for line in complete.splitlines():
+            if line.strip():
+                self._lines.append(GeneratorStatus.model_validate_json(line))
+        return self._lines[-1] if self._lines else None
+
+    def port(self) -> int | None:
+        """The port a master listens on, once it says so."""
+        self.read()
+        return next((s.port for s in self._lines if s.port is not None), None)
+
+    def worker_samples(self, last: int | None = None) -> list[WorkerStatus]:
+        """The workers' reports in the last ``last`` lines (default: all of them)."""
+        lines = self._lines if last is None else self._lines[-last:]
+        return [w for s in lines for w in s.workers]
+
+    def first(self) -> GeneratorStatus | None:
+        self.read()
+        return next((s for s in self._lines if s.phase == "started"), None)
+
+    def final(self) -> GeneratorStatus | None:
+        self.read()
+        return next((s for s in reversed(self._lines) if s.phase == "final"), None)

@@ -1,116 +1,50 @@
-"""Entry point of a load-generator process: ``python -m loadtest.generator JOB.json``.
+"""Entry point of a load-generator process.
 
-Runs one stage with Locust's programmatic API (``Environment`` + local runner + our
-``LoadTestShape``), writes request records and status lines, and exits by itself:
-when the load is over and in-flight requests have drained, or at the hard time limit.
+    python -m loadtest.generator JOB.json                 one stage (single process or master)
+    python -m loadtest.generator --worker HOST:PORT       a worker of a distributed stage
+
+A single process runs the stage with Locust's programmatic API (``Environment`` + local
+runner + our ``LoadTestShape``), writes request records and status lines, and exits by
+itself: when the load is over and in-flight requests have drained, or at the hard time
+limit. With ``config.generator.distributed`` the job's process is the master instead
+(:mod:`loadtest.generator.master`) and the workers (:mod:`loadtest.generator.worker`)
+send the requests.
 """
 
 from __future__ import annotations
 
 import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
 
+import argparse
 import json
 import logging
-import os
 import sys
-import time
 from pathlib import Path
 
-import gevent
 from locust.env import Environment
-from locust.shape import LoadTestShape
 
-from loadtest.arrivals import schedule
+from loadtest.config import parse_host_port
+from loadtest.errors import ConfigError
 from loadtest.generator.context import RunContext
 from loadtest.generator.job import GeneratorJob, GeneratorStatus
-from loadtest.generator.user import OpenAIUser
-from loadtest.profiles import ClosedLoad, OpenLoad
-from loadtest.records import RequestRecord, record_line
-from loadtest.stats import percentile
+from loadtest.generator.stage import (
+    LagProbe,
+    RecordWriter,
+    StageShape,
+    StatusFile,
+    cpu_seconds,
+    drive_until_over,
+    stage_load,
+    user_class,
+)
 from loadtest.workloads.base import WorkloadPlan
-
-FAST_SPAWN_RATE = 10_000.0
-POLL_S = 0.1
-LAG_PROBE_S = 0.05
-
-
-class StageShape(LoadTestShape):
-    """A constant user count (spawned at ``spawn_rate``) until ``stop_after_s``."""
-
-    def __init__(self, users: int, spawn_rate: float, stop_after_s: float) -> None:
-        super().__init__()
-        self.users = users
-        self.spawn_rate = spawn_rate
-        self.stop_after_s = stop_after_s
-
-    def tick(self) -> tuple[int, float] | None:
-        if self.get_run_time() >= self.stop_after_s:
-            return None
-        return self.users, self.spawn_rate
-
-
-class RecordWriter:
-    """``events.request`` listener appending each request's record as one JSON line."""
-
-    def __init__(self, path: Path) -> None:
-        self._file = path.open("a", encoding="utf-8")
-
-    def on_request(self, context: dict | None = None, **_: object) -> None:
-        record = (context or {}).get("loadtest_record")
-        if isinstance(record, RequestRecord):
-            self._file.write(record_line(record) + "\n")
-            self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-class LagProbe:
-    """Measures how late the gevent loop wakes a sleeping greenlet (generator overload)."""
-
-    def __init__(self) -> None:
-        self.lags: list[float] = []
-        self._greenlet = gevent.spawn(self._loop)
-
-    def _loop(self) -> None:
-        while True:
-            before = time.perf_counter()
-            gevent.sleep(LAG_PROBE_S)
-            self.lags.append(max(time.perf_counter() - before - LAG_PROBE_S, 0.0))
-
-    def stop(self) -> tuple[float | None, float | None]:
-        self._greenlet.kill()
-        if not self.lags:
-            return None, None
-        data = sorted(self.lags)
-        return percentile(data, 99.0), data[-1]
-
-
-def _cpu_seconds() -> float:
-    times = os.times()
-    return times.user + times.system
 
 
 def run_job(job: GeneratorJob) -> str:
-    """Run one stage; returns why it stopped."""
+    """Run one stage in this process; returns why it stopped."""
     config, stage = job.config, job.stage
     plan = WorkloadPlan.model_validate_json(job.plan_path.read_text(encoding="utf-8"))
-    load = stage.load
-    arrivals = None
-    if isinstance(load, OpenLoad):
-        arrivals = schedule(
-            start_rate=load.start_rate,
-            end_rate=load.end_rate,
-            burstiness=load.burstiness,
-            seed=config.seed + 1000 * stage.index,
-            duration_s=config.duration_s,
-            count=config.max_requests,
-        )
-        users, spawn_rate = load.max_concurrency, FAST_SPAWN_RATE
-    else:
-        assert isinstance(load, ClosedLoad)
-        users = load.users
-        spawn_rate = users / load.ramp_up_s if load.ramp_up_s > 0 else FAST_SPAWN_RATE
+    users, spawn_rate, arrivals = stage_load(config, stage)
     run = RunContext(
         plan=plan,
         arrivals=arrivals,
@@ -118,71 +52,44 @@ def run_job(job: GeneratorJob) -> str:
         load_duration_s=config.duration_s,
         stage=stage.index,
     )
-    user_class = type(
-        "LoadtestUser",
-        (OpenAIUser,),
-        {"abstract": False, "run_context": run, "target": config.target, "api_key": job.api_key, "host": config.target.url},
-    )
-    limit = config.stage_time_limit_s
-    shape = StageShape(users, spawn_rate, stop_after_s=limit)
-    env = Environment(user_classes=[user_class], shape_class=shape)
+    cls = user_class(run_context=run, target=config.target, api_key=job.api_key, host=config.target.url)
+    shape = StageShape(users, spawn_rate, stop_after_s=config.stage_time_limit_s)
+    env = Environment(user_classes=[cls], shape_class=shape)
     writer = RecordWriter(job.records_path)
     env.events.request.add_listener(writer.on_request)
     user_errors: list[str] = []
     env.events.user_error.add_listener(
         lambda user_instance, exception, tb: user_errors.append(f"{type(exception).__name__}: {exception}")
     )
-    status_file = job.status_path.open("a", encoding="utf-8")
+    status_file = StatusFile(job.status_path)
 
     def status(phase: str, **extra: object) -> None:
-        line = GeneratorStatus(
-            phase=phase,
-            t=run.now(),
-            t0_unix=run.t0_unix,
-            issued=run.issued,
-            completed=run.completed,
-            in_flight=run.in_flight,
-            users=env.runner.user_count if env.runner else 0,
-            session_wraps=run.session_wraps,
-            user_errors=len(user_errors),
-            **extra,
+        status_file.write(
+            GeneratorStatus(
+                phase=phase,
+                t=run.now(),
+                t0_unix=run.t0_unix,
+                issued=run.issued,
+                completed=run.completed,
+                in_flight=run.in_flight,
+                users=env.runner.user_count if env.runner else 0,
+                session_wraps=run.session_wraps,
+                user_errors=len(user_errors),
+                **extra,
+            )
         )
-        status_file.write(line.model_dump_json(exclude_none=True) + "\n")
-        status_file.flush()
 
     runner = env.create_local_runner()
     probe = LagProbe()
-    cpu_at_start = _cpu_seconds()
+    cpu_at_start = cpu_seconds()
     run.start()
     status("started")
     runner.start_shape()
-    drain_deadline: float | None = None
-    reason = "limit"
-    next_status = 1.0
-    while True:
-        gevent.sleep(POLL_S)
-        now = run.now()
-        if run.done():
-            reason = "done"
-            break
-        if not run.issuing() and drain_deadline is None:
-            drain_deadline = now + config.effective_drain_s
-        if drain_deadline is not None and now >= drain_deadline:
-            reason = "drain timeout"
-            break
-        if now >= limit:
-            reason = "time limit"
-            break
-        if now > 5.0 and env.runner.user_count == 0 and run.issuing():
-            reason = "no users alive (see the user errors above)"
-            break
-        if now >= next_status:
-            status("running")
-            next_status += 1.0
+    reason = drive_until_over(run, runner, config, stage, tick=lambda: status("running"))
+    lag_p99, lag_max = probe.stop()  # before stopping the users, which blocks the loop for a moment
     run.stop()
     runner.quit()
-    lag_p99, lag_max = probe.stop()
-    cpu_at_end = _cpu_seconds()
+    cpu_at_end = cpu_seconds()
     status(
         "final",
         cpu_seconds=cpu_at_end,
@@ -198,14 +105,32 @@ def run_job(job: GeneratorJob) -> str:
     return reason
 
 
+def host_port(text: str) -> tuple[str, int]:
+    try:
+        return parse_host_port(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m loadtest.generator JOB.json", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(prog="python -m loadtest.generator")
+    parser.add_argument("job", nargs="?", type=Path, help="the stage's job file (JSON)")
+    parser.add_argument("--worker", type=host_port, metavar="HOST:PORT", help="serve one stage of this master")
+    parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for the master")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if (args.job is None) == (args.worker is None):
+        parser.error("give either JOB.json or --worker HOST:PORT")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("locust.runners").setLevel(logging.ERROR)  # "spawn rate very high" is intended
-    job = GeneratorJob.model_validate_json(Path(args[0]).read_text(encoding="utf-8"))
+    if args.worker is not None:
+        from loadtest.generator.worker import run_worker
+
+        return run_worker(*args.worker, connect_timeout_s=args.connect_timeout)
+    job = GeneratorJob.model_validate_json(args.job.read_text(encoding="utf-8"))
+    if job.config.generator.distributed:
+        from loadtest.generator.master import run_master
+
+        return run_master(job)
     reason = run_job(job)
     print(json.dumps({"stop_reason": reason}))
     return 0

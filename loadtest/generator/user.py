@@ -74,6 +74,8 @@ class OpenAIUser(User):
     @task
     def drive(self) -> None:
         run = self.run_context
+        if (early := -run.now()) > 0:  # spawned before the stage clock's zero (a distributed start)
+            gevent.sleep(early)
         scheduled = None
         if run.open_loop:
             scheduled = run.take_arrival()

@@ -28,8 +28,9 @@ class ClosedLoad(BaseModel):
 class OpenLoad(BaseModel):
     """Arrivals at ``start_rate`` rising linearly to ``end_rate`` (requests/s) over the
     stage; ``burstiness`` as in vLLM (``None``: evenly spaced). At most
-    ``max_concurrency`` requests are in flight; an arrival finding every slot busy
-    leaves late and is counted as late."""
+    ``max_concurrency`` sessions are in flight (the client's cap, ``max_concurrency=N``
+    in a profile spec); an arrival finding every slot busy leaves late, is counted as a
+    slot wait and makes the stage's measurement invalid."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -3,8 +3,9 @@
 Search (pure, :func:`next_sweep_rate`): probe rates in ascending order (an explicit
 list, or ``start_rate * growth**k`` up to ``max_rate``) until one fails, then bisect
 between the highest passing and the lowest failing rate ``refine`` times. A stage
-passes when every SLO passes, its error rate is at most ``max_error_rate`` and the
-generator kept up with the schedule.
+passes when every SLO passes, its error rate is at most ``max_error_rate`` and its
+measurement is valid (the generator kept up with the schedule, below its concurrency
+cap; see :func:`loadtest.metrics.stage_validity`); an invalid stage counts as failing.
 """
 
 from __future__ import annotations

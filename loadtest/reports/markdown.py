@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from loadtest.records import RequestRecord
+from loadtest.reports.base import arrivals_text, point_verdict, run_verdict, validity_text
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
 from loadtest.reports.plots import plot_names
 from loadtest.summary import StageSummary, Summary
@@ -32,7 +33,10 @@ def latency_table(stage: StageSummary) -> list[str]:
 def stage_section(stage: StageSummary) -> list[str]:
     r, t, g = stage.requests, stage.tokens, stage.generator
     errors = ", ".join(f"{k.value}: {v}" for k, v in r.errors.items()) or "none"
-    lines = [
+    lines = [f"**{invalid}**", ""] if (invalid := validity_text(stage)) is not None else []
+    if (arrivals := arrivals_text(stage)) is not None:
+        lines += [arrivals, ""]
+    lines += [
         f"Measured window {stage.window.start_s:.1f}-{stage.window.end_s:.1f} s "
         f"({stage.window.duration_s:.1f} s). Requests: {r.sent} sent, {r.measured} measured, {r.ok} ok, "
         f"{r.failed} failed ({errors}); {r.excluded_warmup} in warm-up and {r.excluded_cooldown} in "
@@ -53,14 +57,16 @@ def stage_section(stage: StageSummary) -> list[str]:
         "",
     ]
     if stage.slo.objectives:
-        lines += ["| objective | observed | verdict |", "| --- | ---: | --- |"]
+        lines += ["| objective | observed | 95% CI, confidence | verdict |", "| --- | ---: | --- | --- |"]
         for result in stage.slo.objectives:
             o = result.objective
-            observed = result.observed_text()
-            lines.append(f"| {o.describe()} | {observed} | {'pass' if result.passed else '**FAIL**'} |")
+            verdict = "pass" if result.passed else "**FAIL**"
+            lines.append(f"| {o.describe()} | {result.observed_text()} | {result.interval_text() or '-'} | {verdict} |")
         fraction = stage.slo.goodput_fraction
+        confidence = stage.slo.confidence
         lines += [
             "",
+            *([f"Verdict confidence: {confidence:.0%}.", ""] if confidence is not None else []),
             f"Goodput: {stage.slo.good_requests} requests met every objective "
             f"({'-' if fraction is None else f'{fraction:.1%}'} of measured), "
             f"{stage.slo.goodput_rps or 0:.3g} req/s.",
@@ -91,7 +97,8 @@ def stage_section(stage: StageSummary) -> list[str]:
 def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
     c = summary.config
     started = datetime.fromtimestamp(summary.started_unix, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    verdict = {None: "no SLO set", True: "PASS", False: "**FAIL**"}[summary.passed]
+    verdict = run_verdict(summary)
+    verdict = f"**{verdict}**" if summary.passed is False else verdict
     lines = [
         f"# Load test report{': ' + c.label if c.label else ''}",
         "",
@@ -112,7 +119,9 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
         lines += [
             "## Rate sweep",
             "",
-            f"Highest offered rate meeting the SLO: **{'none' if best is None else f'{best:g} req/s'}**.",
+            f"Highest offered rate meeting the SLO: **{'none' if best is None else f'{best:g} req/s'}**"
+            + ("" if summary.sweep.achieved_rate_meeting_slo is None
+               else f" ({summary.sweep.achieved_rate_meeting_slo:.3g} req/s achieved)") + ".",
             "",
             "| offered req/s | achieved req/s | goodput req/s | TTFT p95 | TPOT p95 | E2E p95 | errors | verdict |",
             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -122,7 +131,7 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
             lines.append(
                 f"| {p.offered_rate:g} | {p.achieved_rate or 0:.3g} | {p.goodput_rps or 0:.3g} | "
                 f"{format_seconds(p.ttft_p95)} | {format_seconds(p.tpot_p95)} | {format_seconds(p.e2e_p95)} | "
-                f"{err} | {'pass' if p.passed else 'fail: ' + p.reason} |"
+                f"{err} | {point_verdict(p)} |"
             )
         lines.append("")
     for stage in summary.stages:
@@ -134,7 +143,10 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
     lines += [
         "Definitions: TTFT = time to the first content chunk; ITL = every gap between content chunks; "
         "TPOT = (E2E - TTFT) / (output tokens - 1) per request; percentiles are exact (linear "
-        "interpolation over all samples); failed requests are excluded from latency figures.",
+        "interpolation over all samples); failed requests are excluded from latency figures. "
+        "Requests/s (started) counts successful requests by start time, requests/s (completed) by "
+        "completion inside the window. Intervals are 95% bootstrap intervals; a confidence is the "
+        "share of bootstrap resamples in which the objective holds.",
         "",
     ]
     return "\n".join(lines)

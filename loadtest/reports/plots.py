@@ -8,7 +8,7 @@ from pathlib import Path
 
 from loadtest.metrics import request_tpot
 from loadtest.records import RequestRecord
-from loadtest.reports.base import measured_ok
+from loadtest.reports.base import measured_ok, verdict_word
 from loadtest.slo import Metric
 from loadtest.summary import Summary
 
@@ -164,7 +164,7 @@ def plot_sweep(summary: Summary, path: Path) -> None:
     if best is not None:
         good.axvline(best, color="green", linestyle="--", label=f"best {best:g} req/s")
     for p in points:
-        good.annotate("pass" if p.passed else "fail", (p.offered_rate, p.goodput_rps or 0), fontsize=7,
+        good.annotate(verdict_word(p.passed, p.valid), (p.offered_rate, p.goodput_rps or 0), fontsize=7,
                       xytext=(3, 3), textcoords="offset points", color="green" if p.passed else "red")
     good.set_xlabel("offered rate (req/s)")
     good.set_ylabel("req/s")

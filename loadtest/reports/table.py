@@ -7,6 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from loadtest.reports.base import arrivals_text, point_verdict, run_verdict, validity_text
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
 from loadtest.summary import StageSummary, Summary
 from loadtest.units import format_seconds
@@ -34,15 +35,25 @@ def facts(stage: StageSummary) -> Table:
     errors = ", ".join(f"{k.value} {v}" for k, v in r.errors.items()) or "none"
     grid.add_row("requests", f"{r.measured} measured: {r.ok} ok, {r.failed} failed ({errors}); {r.sent} sent in all")
     grid.add_row("throughput", "  ".join(f"{f.name} {f.format(f.get(stage))}" for f in THROUGHPUT_FIGURES))
+    if (arrivals := arrivals_text(stage)) is not None:
+        grid.add_row("arrivals", arrivals)
     for result in stage.slo.objectives:
         o = result.objective
-        observed = result.observed_text()
+        detail = f" ({text})" if (text := result.interval_text()) else ""
         grid.add_row(
-            "SLO", Text.assemble(f"{o.describe()}: {observed} ", ("pass", "green") if result.passed else ("FAIL", "bold red"))
+            "SLO",
+            Text.assemble(
+                f"{o.describe()}: {result.observed_text()}{detail} ",
+                ("pass", "green") if result.passed else ("FAIL", "bold red"),
+            ),
         )
+    if stage.slo.confidence is not None:
+        grid.add_row("confidence", f"{stage.slo.confidence:.0%} (how sure the SLO verdict is; see docs/loadtest.md)")
     cpu = "-" if g.cpu_percent_p90 is None else f"p90 {g.cpu_percent_p90:.0f}% of one core"
     per_k = "" if g.cpu_seconds_per_1k_tokens is None else f", {g.cpu_seconds_per_1k_tokens:.3f} CPU s / 1k tokens"
     grid.add_row("generator", Text(f"{cpu}{per_k}", style="bold red" if g.saturated else ""))
+    if (invalid := validity_text(stage)) is not None:
+        grid.add_row("measurement", Text(invalid, style="bold red"))
     return grid
 
 
@@ -56,16 +67,18 @@ def summary_renderable(summary: Summary) -> Group:
             sweep.add_row(
                 f"{p.offered_rate:g}", f"{p.achieved_rate or 0:.3g}", f"{p.goodput_rps or 0:.3g}",
                 format_seconds(p.ttft_p95), format_seconds(p.tpot_p95), format_seconds(p.e2e_p95),
-                Text("pass", "green") if p.passed else Text(f"fail: {p.reason}", "red"),
+                Text(point_verdict(p), "green" if p.passed else "red"),
             )  # fmt: skip
         parts.append(sweep)
         best = summary.sweep.max_rate_meeting_slo
-        parts.append(Text(f"highest rate meeting the SLO: {'none' if best is None else f'{best:g} req/s'}", style="bold"))
+        achieved = summary.sweep.achieved_rate_meeting_slo
+        at = "" if achieved is None else f" offered ({achieved:.3g} achieved)"
+        parts.append(Text(f"highest rate meeting the SLO: {'none' if best is None else f'{best:g} req/s{at}'}", style="bold"))
     stage = summary.headline
     title = "results" if len(summary.stages) == 1 else f"headline stage {stage.index}: {stage.label}"
     parts += [stage_table(stage, title), facts(stage)]
     if summary.passed is not None:
-        parts.append(Text("SLO verdict: PASS" if summary.passed else "SLO verdict: FAIL", style="bold green" if summary.passed else "bold red"))
+        parts.append(Text(f"SLO verdict: {run_verdict(summary)}", style="bold green" if summary.passed else "bold red"))
     if summary.warnings:
         parts.append(Panel("\n".join(f"• {w}" for w in summary.warnings), title="warnings", border_style="red"))
     return Group(*parts)

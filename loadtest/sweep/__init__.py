@@ -1,8 +1,9 @@
 """The sweep: find the cheapest configuration that meets an SLO at a target traffic.
 
 Pure core (no Ray, no Locust, no network): spec and price loading, candidates and
-budget, verdicts, cost maths, search strategies, selection, capacity model, the
-results folder, and report rendering. The orchestration plugs in through
+budget, verdicts, sampling (rates and repeats of a trial), cost maths, search
+strategies, selection, scaling efficiency, capacity model, the results folder, and
+report rendering. The orchestration plugs in through
 :class:`Measure` and runs :func:`run_sweep`. PNG plots live in
 :mod:`loadtest.sweep.plots` (not imported here: matplotlib is slow to import).
 """
@@ -21,17 +22,21 @@ _EXPORTS = {
     "Candidate": "loadtest.sweep.candidate",
     "CapacitySearch": "loadtest.sweep.capacity_search",
     "EngineKnobs": "loadtest.sweep.candidate",
+    "Evidence": "loadtest.sweep.results",
     "Feasibility": "loadtest.sweep.candidate",
     "GridStrategy": "loadtest.sweep.strategy",
     "LoadPoint": "loadtest.sweep.results",
     "LoadProfileSpec": "loadtest.sweep.spec",
     "Measure": "loadtest.sweep.runner",
     "MeasuredResult": "loadtest.sweep.results",
-    "Objective": "loadtest.sweep.verdicts",
+    "MeasuredCount": "loadtest.sweep.capacity",
+    "Objective": "loadtest.sweep.spec",
     "ObjectiveVerdict": "loadtest.sweep.verdicts",
+    "Outcome": "loadtest.sweep.verdicts",
     "PlanRow": "loadtest.sweep.capacity",
     "PointRow": "loadtest.sweep.figures",
     "PointVerdict": "loadtest.sweep.verdicts",
+    "Price": "loadtest.sweep.prices",
     "PriceTable": "loadtest.sweep.prices",
     "ReplicaRange": "loadtest.sweep.spec",
     "ReportStatus": "loadtest.sweep.report",
@@ -41,6 +46,8 @@ _EXPORTS = {
     "RunRow": "loadtest.sweep.figures",
     "RunStatus": "loadtest.sweep.results",
     "SCHEMA_VERSION": "loadtest.sweep.report",
+    "ScalingKind": "loadtest.sweep.scaling",
+    "ScalingRow": "loadtest.sweep.scaling",
     "SearchSettings": "loadtest.sweep.spec",
     "SearchSpace": "loadtest.sweep.space",
     "Shape": "loadtest.sweep.candidate",
@@ -65,6 +72,7 @@ _EXPORTS = {
     "build_rows": "loadtest.sweep.figures",
     "check_feasibility": "loadtest.sweep.candidate",
     "choose": "loadtest.sweep.selection",
+    "combine": "loadtest.sweep.sampling",
     "cost_per_hour": "loadtest.sweep.economics",
     "cost_per_million_tokens": "loadtest.sweep.economics",
     "create_strategy": "loadtest.sweep.strategy",
@@ -72,6 +80,7 @@ _EXPORTS = {
     "fit_capacity": "loadtest.sweep.capacity",
     "load_price_table": "loadtest.sweep.prices",
     "load_sweep_spec": "loadtest.sweep.spec_io",
+    "measure_rates": "loadtest.sweep.sampling",
     "measure_safely": "loadtest.sweep.runner",
     "measurement_fingerprint": "loadtest.sweep.spec",
     "pareto_front": "loadtest.sweep.selection",
@@ -81,6 +90,7 @@ _EXPORTS = {
     "replicas_that_fit": "loadtest.sweep.candidate",
     "run_sweep": "loadtest.sweep.runner",
     "scaling_efficiency": "loadtest.sweep.economics",
+    "scaling_rows": "loadtest.sweep.scaling",
     "strategy_registry": "loadtest.sweep.strategy",
 }
 

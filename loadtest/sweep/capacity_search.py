@@ -1,35 +1,37 @@
 """The capacity search: measure one replica, predict the replicas needed, refine.
 
 A *shape* is one replica's configuration (TP size + engine settings). R is the
-target rate. The search runs in two phases, a pure function of the history:
+target rate. The search runs in phases, a pure function of the history:
 
 1. **Probe** every shape (cheapest first): deploy one replica and load it at the
    per-replica rates ``R/n`` for ``n`` = 1, then growing by ``ladder_factor`` up to
-   the shape's largest replica count (ascending rates; the measurer may stop at
-   the first failure). The highest passing rate is one replica's capacity at SLO,
-   ``c1``. If one replica passes at R, the shape needs one replica. If it fails
-   even at the lowest rate, its latency floor is above the SLO and more replicas
-   cannot help: the shape is dropped.
+   the shape's largest replica count (ascending; the measurer stops at the first
+   rate that does not pass), then bisect ``probe_refine`` times below that rate.
+   The highest passing achieved rate is one replica's capacity at SLO, ``c1``. If
+   one replica passes at R, the shape needs one replica.
 2. **Refine** the shapes best-first by cost: for each, the next replica count is
    the prediction ``ceil(R / (c1 * e))`` (``e``: the lowest scaling efficiency
-   measured for that shape, else ``assumed_scaling_efficiency``) clamped into the
-   still-open interval ``[lo, upper]``:
+   measured for that shape, above 1 when pooling helps, else
+   ``assumed_scaling_efficiency``; without a ``c1`` the largest open count),
+   clamped into the still-open counts of ``[lo, upper]``:
 
-   - ``lo`` = one more than the largest count known to fail. One replica failing
-     at rate r means N replicas fail at R whenever ``R/N >= r`` (replicas do not
-     beat perfect scaling), so the probe alone gives ``lo = floor(R/r_fail) + 1``;
-     each failing run at N raises it to N + 1.
+   - ``lo`` = one more than the largest count that failed *at R* decisively (valid
+     and settled, :func:`~loadtest.sweep.verdicts.fails_decisively`): fewer
+     replicas never beat more. The probe bounds nothing below R: N replicas
+     behind a least-loaded router pool their queues and can pass at R where one
+     replica fails at R/N, so a one-replica failure only feeds the prediction.
    - ``upper`` = one less than the smallest count that passed (stop raising a
-     dimension once the SLO is met), capped by the space/budget and below any
-     count that failed to deploy or crashed (more replicas of that shape are
-     assumed to fail the same way).
+     count once the SLO is met), capped by the space/budget and below any count
+     that failed to deploy (more replicas of that shape would not deploy either).
+   - counts already tried are not proposed again; a crash, a tool error or an
+     invalid measurement at a count says nothing about the others.
    - counts that cost more per hour than the best passing candidate so far are
      skipped (they cannot beat it; equal cost may still win the tie-break).
 
-   Each run closes the interval by at least one count, so the search ends.
-3. **Closest**: if nothing passes and no run reached the target rate (probes stop
-   at their first failure), measure one configuration at R, the biggest of the
-   most capable shape, so the report can name the closest (:func:`closest_fallback`).
+   Each run removes at least one count from the open ones, so the search ends.
+3. **Closest**: if nothing passes and no run was validly measured at the target
+   rate, measure one configuration at R, the biggest of the most capable shape, so
+   the report can name the closest (:func:`closest_fallback`).
 
 Assumptions (documented in the report): passing is monotone in load (a higher rate
 never passes where a lower one failed) and in replicas within a shape.
@@ -43,16 +45,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from loadtest.sweep.candidate import Shape
-from loadtest.sweep.results import RunRecord, Trial, TrialPurpose
+from loadtest.sweep.results import RunRecord, RunStatus, Trial, TrialPurpose
 from loadtest.sweep.space import SearchSpace
-from loadtest.sweep.verdicts import (
-    Outcome,
-    capacity_point,
-    covers,
-    evaluate_point,
-    lowest_failing_rate,
-    outcome_at,
-)
+from loadtest.sweep.verdicts import Outcome, capacity_point, covers, evaluate_point, fails_decisively, outcome_at
 
 _EPS = 1e-9
 
@@ -92,95 +87,91 @@ class ShapeState:
     note: str
 
 
+def _deploy_limit(shape: Shape, counts: Sequence[int], by_id: Mapping[str, RunRecord]) -> int:
+    """The largest count below every count of ``shape`` that failed to deploy."""
+    broken = [
+        rec.candidate.replicas for rec in by_id.values()
+        if rec.candidate.shape == shape and rec.result.status is RunStatus.FAILED_TO_DEPLOY
+    ]
+    return max((n for n in counts if n < min(broken, default=n + 1)), default=0)
+
+
 def shape_state(
     space: SearchSpace, shape: Shape, by_id: Mapping[str, RunRecord], best: float | None
 ) -> ShapeState:
     """Phase-2 state of ``shape`` (see the module docstring for the rules)."""
-    r, slo = space.target_rps, space.slo
+    r, slo, search = space.target_rps, space.slo, space.spec.search
     probe = by_id.get(shape.with_replicas(1).id)
     if probe is None:
         return ShapeState(shape, None, "not probed: one replica costs more than the best passing")
-    if not probe.ok:
-        return ShapeState(shape, None, f"one replica {probe.result.status.value}: {probe.result.reason}")
+    if probe.result.status is RunStatus.FAILED_TO_DEPLOY:
+        return ShapeState(shape, None, f"one replica failed to deploy: {probe.result.reason}")
     if outcome_at(probe, r, slo) is Outcome.PASS:
         return ShapeState(shape, None, "one replica meets the SLO at the target rate")
     cap = capacity_point(probe, slo)
-    if cap is None:
-        lowest = probe.result.points[0]
-        failed = ", ".join(evaluate_point(lowest, slo).failed)
-        return ShapeState(
-            shape,
-            None,
-            f"one replica misses the SLO ({failed}) even at its lowest probe rate "
-            f"{lowest.offered_rps:.3g} req/s: no replica count in the space carries the target",
-        )
-    c1 = cap.offered_rps
-    r_fail = lowest_failing_rate(probe, slo) or r
-    lo = math.floor(r / r_fail + _EPS) + 1
+    c1 = None if cap is None else cap.rate_rps
     counts = space.replica_counts(shape)
-    hi_cap = max(counts)
-    pass_min: int | None = None
-    efficiencies: list[float] = []
+    lo, pass_min, tried, efficiencies = 1, None, set(), []
     for record in by_id.values():
         n = record.candidate.replicas
-        if record.candidate.shape != shape or n == 1:
+        if record.candidate.shape != shape:
             continue
-        if not record.ok:
-            hi_cap = min(hi_cap, n - 1)
-            continue
-        outcome = outcome_at(record, r, slo)
-        if outcome is Outcome.PASS:
+        tried.add(n)
+        if outcome_at(record, r, slo) is Outcome.PASS:
             pass_min = n if pass_min is None else min(pass_min, n)
-        elif outcome is Outcome.FAIL:
+        elif fails_decisively(record, r, slo, search):
             lo = max(lo, n + 1)
-        point = capacity_point(record, slo)
-        if point is not None:
-            efficiencies.append(point.offered_rps / (n * c1))
-    efficiency = min(efficiencies, default=space.spec.search.assumed_scaling_efficiency)
-    predicted = max(1, math.ceil(r / (c1 * efficiency) - _EPS))
+        if n > 1 and c1 is not None and (point := capacity_point(record, slo)) is not None:
+            efficiencies.append(point.rate_rps / (n * c1))
+    efficiency = min(efficiencies, default=search.assumed_scaling_efficiency)
+    predicted = None if c1 is None else max(1, math.ceil(r / (c1 * efficiency) - _EPS))
+    hi_cap = _deploy_limit(shape, counts, by_id)
     upper = hi_cap if pass_min is None else min(hi_cap, pass_min - 1)
-    open_counts = [n for n in counts if lo <= n <= upper]
+    open_counts = [n for n in counts if lo <= n <= upper and n not in tried]
     affordable = [
         n for n in open_counts if best is None or space.cost_per_hour(shape.with_replicas(n)) <= best
     ]
-    known = f"c1={c1:.3g} req/s, e={efficiency:.2f}, predicted {predicted}"
+    if c1 is None:
+        known = "c1 unknown (one replica passed at no valid probe rate), predicted: the largest open count"
+    else:
+        known = f"c1={c1:.3g} req/s, e={efficiency:.2f}, predicted {predicted}"
     if not affordable:
         if open_counts:
             why = "the remaining counts cost more than the best passing candidate"
         elif pass_min is not None:
             why = f"the smallest passing count is {pass_min}"
         else:
-            why = f"needs more than {upper} replicas (space/budget limit or failed deploys)"
+            why = f"no untried count in [{lo}, {upper}] (space/budget limit, failures at R, failed deploys)"
         return ShapeState(shape, None, f"done: {why}; {known}")
-    target = min(max(predicted, affordable[0]), affordable[-1])
+    target = affordable[-1] if predicted is None else min(max(predicted, affordable[0]), affordable[-1])
     chosen = next(n for n in affordable if n >= target)
-    bounds = f"fails <= {lo - 1}" + ("" if pass_min is None else f", passes at {pass_min}")
+    bounds = f"fails at R <= {lo - 1}" + ("" if pass_min is None else f", passes at {pass_min}")
     return ShapeState(shape, chosen, f"{known}; {bounds}; try {chosen}")
 
 
 def closest_fallback(space: SearchSpace, by_id: Mapping[str, RunRecord]) -> Trial | None:
     """When nothing was measured at the target, one run there so a closest can be named.
 
-    The candidate is the largest replica count (below any crash of its shape) of the
-    shape with the most estimated capacity (count x c1), ties broken by the probe's
-    worst ratio at its lowest rate, then fewer accelerators, then shape order.
+    The candidate is the largest untried replica count (below any failed deploy of
+    its shape) of the shape with the most estimated capacity (count x c1), ties
+    broken by the probe's worst ratio at its lowest rate, then fewer accelerators,
+    then shape order.
     """
     r, slo = space.target_rps, space.slo
-    if any(rec.result.point_at(r) is not None for rec in by_id.values()):
+    if any((p := rec.result.point_at(r)) is not None and p.valid for rec in by_id.values()):
         return None
     picks = []
     for index, shape in enumerate(space.shapes):
         probe = by_id.get(shape.with_replicas(1).id)
         if probe is None or not probe.ok:
             continue
-        broken = [rec.candidate.replicas for rec in by_id.values() if rec.candidate.shape == shape and not rec.ok]
-        counts = [n for n in space.replica_counts(shape) if n < min(broken, default=n + 1)]
-        untried = [n for n in counts if shape.with_replicas(n).id not in by_id]
+        limit = _deploy_limit(shape, space.replica_counts(shape), by_id)
+        untried = [n for n in space.replica_counts(shape) if n <= limit and shape.with_replicas(n).id not in by_id]
         if not untried:
             continue
         n = untried[-1]
         cap = capacity_point(probe, slo)
-        estimate = 0.0 if cap is None else n * cap.offered_rps
+        estimate = 0.0 if cap is None else n * cap.rate_rps
         floor = evaluate_point(probe.result.points[0], slo).worst_ratio
         picks.append((-estimate, floor, space.accelerators(shape.with_replicas(n)), index, shape.with_replicas(n)))
     if not picks:
@@ -213,6 +204,7 @@ class CapacitySearch:
             return Trial(
                 candidate=one,
                 offered_rates=rates,
+                refine=space.spec.search.probe_refine,
                 purpose=TrialPurpose.PROBE,
                 reason=f"probe one replica at {len(rates)} per-replica rate(s) up to the target",
             )

@@ -1,7 +1,7 @@
 """``loadtest sweep`` and ``loadtest plan``.
 
     loadtest sweep SPEC.yaml [--out DIR] [--set key=value ...] [--retry-failed]
-    loadtest plan --results DIR --traffic 4rps
+    loadtest plan --results DIR --traffic 4rps [--headroom 0.1]
 
 ``sweep`` owns a local Ray cluster for its duration (in a loopback-only network
 namespace with ``--isolate-network``), measures the candidates the search proposes,
@@ -43,6 +43,8 @@ def add_sweep_commands(sub: argparse._SubParsersAction) -> None:
     planning = sub.add_parser("plan", help="replicas and cost for a traffic level, from a sweep's measurements")
     planning.add_argument("--results", type=Path, required=True, help="a sweep results folder")
     planning.add_argument("--traffic", required=True, help="requests per second, e.g. 4 or 4rps")
+    planning.add_argument("--headroom", type=float, default=None,
+                          help="share of capacity kept spare, in [0, 1) (default: 0.1, as in report.md)")
 
 
 class LiveProgress:
@@ -91,6 +93,8 @@ class LiveProgress:
 
 
 def answer_table(report: SweepReport) -> Table:
+    from loadtest.sweep.scaling import replica_efficiency
+
     table = Table(title=f"sweep {report.spec.name}: {report.status.value}, {report.runs_needed} runs "
                         f"of a {report.grid_size}-candidate grid")
     table.add_column("candidate", no_wrap=True)
@@ -101,12 +105,13 @@ def answer_table(report: SweepReport) -> Table:
         t = row.target.point if row.target else None
         ms = lambda v: "-" if v is None else f"{v * 1000:.0f} ms"  # noqa: E731
         num = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
+        scaling = replica_efficiency(report.scaling, row.candidate_id)
         table.add_row(
             row.candidate_id, row.status.value,
             str(row.accelerators), num(row.throughput_rps), num(row.throughput_output_tokens_per_s, "{:.0f}"),
             ms(t.ttft_p95_s if t else None), ms(t.tpot_p95_s if t else None), ms(t.e2e_p95_s if t else None),
             f"{row.cost_per_hour:.3f}", num(row.cost_per_million_output_tokens, "{:.3f}"),
-            num(row.scaling_efficiency), row.outcome_at_target.value)
+            num(None if scaling is None else scaling.efficiency), row.outcome_at_target.value)
     return table
 
 
@@ -145,26 +150,35 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
-    from loadtest.sweep.capacity import plan
+    from loadtest.sweep.capacity import DEFAULT_HEADROOM, plan
     from loadtest.sweep.store import ResultsFolder
 
     match = re.fullmatch(r"\s*([0-9.]+)\s*(rps|req/s)?\s*", args.traffic)
     if not match:
         raise ConfigError(f"--traffic wants requests per second, e.g. 4 or 4rps, not {args.traffic!r}")
     traffic = float(match.group(1))
+    if traffic <= 0:
+        raise ConfigError(f"--traffic must be above 0 req/s, not {args.traffic!r}")
+    headroom = DEFAULT_HEADROOM if args.headroom is None else args.headroom
+    if not 0.0 <= headroom < 1.0:
+        raise ConfigError(f"--headroom is the share of capacity kept spare, in [0, 1), not {headroom:g}")
     report = ResultsFolder(args.results).read_report()
     if not report.capacity:
         raise ConfigError(f"{args.results} holds no capacity measurements yet")
     currency = report.prices.currency
-    table = Table(title=f"{traffic:g} req/s of {report.spec.model} ({report.spec.name})")
+    table = Table(title=f"{traffic:g} req/s of {report.spec.model} ({report.spec.name}), "
+                        f"{headroom:.0%} of capacity kept spare")
     table.add_column("shape", no_wrap=True)
     for col in ("replicas", "accelerators", f"{currency}/h", f"{currency} / M output tok",
-                "carries (req/s)", "next replica above (req/s)", "note"):
+                "carries (req/s)", "add a replica above (req/s)", "accelerators then", "basis"):
         table.add_column(col)
     fmt = lambda v, f="{:.3g}": "-" if v is None else f.format(v)  # noqa: E731
-    for row in plan(report.capacity, traffic):
+    for row in plan(report.capacity, traffic, headroom):
         table.add_row(row.shape_id, fmt(row.replicas, "{}"), fmt(row.accelerators, "{}"),
                       fmt(row.cost_per_hour, "{:.3f}"), fmt(row.cost_per_million_output_tokens, "{:.3f}"),
-                      fmt(row.capacity_rps), fmt(row.next_replica_at_rps), row.reason)
+                      fmt(row.capacity_rps), fmt(row.next_replica_at_rps),
+                      "budget full" if row.feasible and row.next_accelerators is None
+                      else fmt(row.next_accelerators, "{}"),
+                      row.reason)
     console.print(table)
     return 0

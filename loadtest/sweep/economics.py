@@ -4,8 +4,11 @@
 - cost per million output tokens = cost per hour / (output tokens/s x 3600) x 1e6,
   i.e. what a million generated tokens cost while the deployment runs at that
   throughput (idle capacity is paid for too);
-- scaling efficiency of N replicas = throughput(N) / (N x throughput(1)), per shape
-  (1.0 = perfect linear scaling).
+- scaling efficiency = achieved speed-up / ideal linear speed-up, where the speed-up
+  is capacity over capacity (the highest rate meeting the SLO with N units, over
+  that of the base) and the ideal is the ratio of units: N replicas against one
+  (ideal N), or TP-k against TP-1 per accelerator (ideal k). 1.0 = linear; above 1
+  is super-linear (e.g. replicas pooling their queues behind one router).
 """
 
 from __future__ import annotations
@@ -30,10 +33,11 @@ def cost_per_million_tokens(cost_per_hour_: float, output_tokens_per_s: float) -
     return cost_per_hour_ / (output_tokens_per_s * SECONDS_PER_HOUR) * TOKENS_PER_MILLION
 
 
-def scaling_efficiency(throughput_n: float, replicas: int, throughput_1: float) -> float | None:
-    """``throughput_n / (replicas * throughput_1)``; ``None`` without a one-replica figure."""
-    if replicas < 1:
-        raise ValueError("replicas must be >= 1")
-    if throughput_1 <= 0:
+def scaling_efficiency(capacity: float, units: float, base_capacity: float, base_units: float = 1.0) -> float | None:
+    """``(capacity / base_capacity) / (units / base_units)``: a four-GPU job at 3.6x one
+    GPU is 0.9; ``None`` without a base capacity."""
+    if units <= 0 or base_units <= 0:
+        raise ValueError("units must be > 0")
+    if base_capacity <= 0:
         return None
-    return throughput_n / (replicas * throughput_1)
+    return (capacity / base_capacity) / (units / base_units)

@@ -1,14 +1,15 @@
-"""Per-run figures: verdicts, cost, throughput at SLO and scaling efficiency (pure).
+"""Per-run figures: verdicts, cost, capacity and throughput at SLO (pure).
 
 Definitions used in every table and plot:
 
 - *target point*: the load point at the target rate R; the SLO verdict, margins,
   p95s and cost per million output tokens of a run are those at R;
-- *capacity at SLO*: the highest offered rate whose point met the SLO
-  (:func:`loadtest.sweep.verdicts.capacity_point`);
-- *throughput*: requests/s and output tokens/s achieved at that capacity point;
-- *scaling efficiency* of N replicas: throughput(N) / (N x throughput(1)) with the
-  one-replica run of the same shape (same TP size and engine settings).
+- *capacity at SLO*: the highest achieved rate of a valid point meeting the SLO,
+  below every valid failure (:func:`loadtest.sweep.verdicts.capacity_point`); a
+  lower bound, bracketed above by ``fails_at_rps`` when a valid point failed;
+- *throughput*: requests/s and output tokens/s achieved at that capacity point.
+
+Scaling efficiencies are in :mod:`loadtest.sweep.scaling`.
 """
 
 from __future__ import annotations
@@ -18,10 +19,17 @@ from collections.abc import Sequence
 
 from loadtest.sweep.base import Strict
 from loadtest.sweep.candidate import Candidate
-from loadtest.sweep.economics import cost_per_million_tokens, scaling_efficiency
+from loadtest.sweep.economics import cost_per_million_tokens
 from loadtest.sweep.results import LoadPoint, RunRecord, RunStatus, TrialPurpose, same_rate
 from loadtest.sweep.space import SearchSpace
-from loadtest.sweep.verdicts import Outcome, PointVerdict, capacity_point, evaluate_point, outcome_at
+from loadtest.sweep.verdicts import (
+    Outcome,
+    PointVerdict,
+    capacity_point,
+    evaluate_point,
+    lowest_failing_rate,
+    outcome_at,
+)
 
 
 class PointRow(Strict):
@@ -47,10 +55,10 @@ class RunRow(Strict):
     outcome_at_target: Outcome
     target: PointRow | None
     capacity_rps: float | None
+    fails_at_rps: float | None = None
     throughput_rps: float | None
     throughput_output_tokens_per_s: float | None
     cost_per_million_output_tokens: float | None
-    scaling_efficiency: float | None
     wall_time_s: float | None
     artifacts: tuple[str, ...]
 
@@ -71,17 +79,12 @@ class RunRow(Strict):
 def build_rows(space: SearchSpace, history: Sequence[RunRecord]) -> tuple[RunRow, ...]:
     """Rows for every record, in history order."""
     slo, r = space.slo, space.target_rps
-    capacity = {rec.candidate.id: capacity_point(rec, slo) for rec in history}
     rows = []
     for rec in history:
         c = rec.candidate
         points = tuple(PointRow(point=p, verdict=evaluate_point(p, slo)) for p in rec.result.points)
         target = next((row for row in points if same_rate(row.point.offered_rps, r)), None)
-        cap = capacity[c.id]
-        one = capacity.get(c.shape.with_replicas(1).id)
-        efficiency = None
-        if cap is not None and one is not None:
-            efficiency = scaling_efficiency(cap.achieved_rps, c.replicas, one.achieved_rps)
+        cap = capacity_point(rec, slo)
         cost = space.cost_per_hour(c)
         rows.append(
             RunRow(
@@ -97,13 +100,13 @@ def build_rows(space: SearchSpace, history: Sequence[RunRecord]) -> tuple[RunRow
                 points=points,
                 outcome_at_target=outcome_at(rec, r, slo),
                 target=target,
-                capacity_rps=None if cap is None else cap.offered_rps,
+                capacity_rps=None if cap is None else cap.rate_rps,
+                fails_at_rps=lowest_failing_rate(rec, slo),
                 throughput_rps=None if cap is None else cap.achieved_rps,
                 throughput_output_tokens_per_s=None if cap is None else cap.output_tokens_per_s,
                 cost_per_million_output_tokens=(
                     None if target is None else cost_per_million_tokens(cost, target.point.output_tokens_per_s)
                 ),
-                scaling_efficiency=efficiency,
                 wall_time_s=rec.result.wall_time_s,
                 artifacts=rec.result.artifacts,
             )

@@ -2,8 +2,9 @@
 
 - ``cost_vs_latency.png``: cost per million output tokens against p95 E2E at the
   target, passing runs filled, the Pareto front joined;
-- ``scaling.png``: throughput at SLO and scaling efficiency against replicas, one
-  line per shape;
+- ``scaling.png``: capacity at SLO against accelerators, one line per shape over its
+  replica counts; scaling efficiency (speed-up / ideal) against accelerators, replica
+  scaling per shape and tensor-parallel scaling per accelerator;
 - ``p95_vs_rate.png``: p95 E2E against offered rate, one line per candidate measured
   at several rates (omitted when none was).
 """
@@ -18,6 +19,7 @@ from matplotlib.figure import Figure
 
 from loadtest.sweep.figures import RunRow
 from loadtest.sweep.report import SweepReport
+from loadtest.sweep.scaling import ScalingKind
 
 
 def _save(figure: Figure, path: Path) -> Path:
@@ -59,29 +61,40 @@ def cost_vs_latency(report: SweepReport, path: Path) -> Path:
 
 
 def scaling(report: SweepReport, path: Path) -> Path:
-    """Throughput at SLO and scaling efficiency vs replicas, per shape."""
+    """Capacity at SLO and scaling efficiency against accelerators."""
     figure = Figure(figsize=(10, 4))
-    thr_ax, eff_ax = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    cap_ax, eff_ax = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
     by_shape: dict[str, list[RunRow]] = defaultdict(list)
     for row in report.runs:
-        by_shape[row.candidate.shape.id].append(row)
+        if row.capacity_rps is not None:
+            by_shape[row.candidate.shape.id].append(row)
     for shape_id, rows in sorted(by_shape.items()):
-        rows.sort(key=lambda r: r.candidate.replicas)
-        thr = [(r.candidate.replicas, r.throughput_rps) for r in rows if r.throughput_rps is not None]
-        eff = [(r.candidate.replicas, r.scaling_efficiency) for r in rows if r.scaling_efficiency is not None]
-        if thr:
-            thr_ax.plot([n for n, _ in thr], [v for _, v in thr], "o-", label=shape_id)
-        if eff:
-            eff_ax.plot([n for n, _ in eff], [v for _, v in eff], "o-", label=shape_id)
+        rows.sort(key=lambda r: r.accelerators)
+        cap_ax.plot([r.accelerators for r in rows], [r.capacity_rps for r in rows], "o-", label=shape_id)
+    lines: dict[tuple[ScalingKind, str], list[tuple[int, float]]] = defaultdict(list)
+    for s in report.scaling:
+        base = report.run(s.base_id)
+        if base is None:
+            continue
+        label = (f"{base.candidate.shape.id} replicas" if s.kind is ScalingKind.REPLICAS
+                 else f"TP vs tp{base.candidate.tp} ({base.candidate.engine.label})")
+        line = lines[(s.kind, label)]
+        if not line:
+            line.append((s.base_accelerators, 1.0))
+        line.append((s.accelerators, s.efficiency))
+    for (kind, label), pts in sorted(lines.items()):
+        pts.sort()
+        style = "o-" if kind is ScalingKind.REPLICAS else "s--"
+        eff_ax.plot([x for x, _ in pts], [y for _, y in pts], style, label=label)
     eff_ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
-    thr_ax.set_xlabel("replicas")
-    thr_ax.set_ylabel("requests/s at the highest rate meeting the SLO")
-    eff_ax.set_xlabel("replicas")
-    eff_ax.set_ylabel("scaling efficiency")
-    for ax in (thr_ax, eff_ax):
+    cap_ax.set_xlabel("accelerators")
+    cap_ax.set_ylabel("capacity at SLO (req/s, highest rate meeting it)")
+    eff_ax.set_xlabel("accelerators")
+    eff_ax.set_ylabel("scaling efficiency (speed-up / ideal)")
+    for ax in (cap_ax, eff_ax):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    figure.suptitle(f"{report.spec.name}: throughput and scaling")
+    figure.suptitle(f"{report.spec.name}: capacity and scaling")
     return _save(figure, path)
 
 

@@ -1,8 +1,8 @@
 """``sweep.json``: the versioned, documented report of a sweep (built purely).
 
-Schema ``serveout.sweep`` version 1 (every field of :class:`SweepReport`):
+Schema ``serveout.sweep`` version 2 (every field of :class:`SweepReport`):
 
-- ``kind`` ("serveout.sweep"), ``schema_version`` (1), ``status``
+- ``kind`` ("serveout.sweep"), ``schema_version`` (2), ``status``
   (``complete`` | ``partial`` while running | ``interrupted`` by Ctrl-C |
   ``aborted`` by the measurer), ``generated_at`` (ISO 8601, UTC);
 - ``spec``: the sweep spec as run (``prices`` is the price file's path),
@@ -14,17 +14,21 @@ Schema ``serveout.sweep`` version 1 (every field of :class:`SweepReport`):
 - ``infeasible``: nominal candidates left out, with the budget reason;
 - ``runs``: one :class:`~loadtest.sweep.figures.RunRow` per candidate in measurement
   order: candidate (tp, replicas, engine), status and reason, accelerators, cost
-  per hour, every load point with its figures and per-objective verdicts (limit,
-  observed, ratio, passed), the outcome at the target rate, capacity at SLO,
-  throughput (req/s, output tok/s), cost per million output tokens at the target,
-  scaling efficiency;
+  per hour, every load point with its figures (samples, seeds, validity, bootstrap
+  evidence) and per-objective verdicts (limit, observed, ratio, passed,
+  confidence), the outcome at the target rate (pass | fail | invalid | error |
+  unknown), capacity at SLO and the lowest failing rate, throughput (req/s,
+  output tok/s), cost per million output tokens at the target;
+- ``scaling``: replica scaling and tensor-parallel scaling per accelerator
+  (:mod:`loadtest.sweep.scaling`);
 - ``answer``: kind (passing | closest | none), best and runner-up candidate ids,
   the best's verdicts (margin = 1 - ratio), failed objectives, explanation;
 - ``pareto``: candidate ids on the cost-per-million-tokens vs p95 E2E front;
 - ``capacity``: the fitted capacity model per shape (:mod:`loadtest.sweep.capacity`);
 - ``notes``: the strategy's state per shape; ``assumptions``; ``warnings``.
 
-Readers must check ``schema_version``; new optional fields may appear in version 1.
+Readers must check ``schema_version``; new optional fields may appear in version 2.
+Version 1 (before validity, repeats and capacity-based scaling) is not read.
 """
 
 from __future__ import annotations
@@ -40,21 +44,33 @@ from loadtest.sweep.capacity import ShapeCapacity, fit_capacity
 from loadtest.sweep.figures import RunRow, build_rows
 from loadtest.sweep.prices import PriceTable
 from loadtest.sweep.results import RunRecord
+from loadtest.sweep.scaling import ScalingRow, scaling_rows
 from loadtest.sweep.selection import CLOSEST_RULE, TIE_BREAK, Answer, choose, pareto_front
 from loadtest.sweep.space import InfeasibleNote, SearchSpace
-from loadtest.sweep.spec import SweepSpec, measurement_fingerprint
+from loadtest.sweep.spec import SearchSettings, SweepSpec, measurement_fingerprint
 
 SCHEMA = "serveout.sweep"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-ASSUMPTIONS = (
-    "passing is monotone in load: a rate above a failing one is taken as failing",
-    "replicas do not beat perfect scaling: if one replica fails at R/N, N replicas fail at R",
-    "more replicas of a shape that failed to deploy or crashed fail the same way",
-    "capacities are lower bounds, exact to the spacing of the measured rates",
-    f"ties between passing configurations: {TIE_BREAK}",
-    f"closest when none passes: {CLOSEST_RULE}",
-)
+
+def assumptions(search: SearchSettings) -> tuple[str, ...]:
+    """What the search and the report take for granted, in words."""
+    return (
+        "passing is monotone in load: a rate above a failing one is taken as failing",
+        "fewer replicas never beat more: if N replicas fail at R, fewer fail too",
+        "a one-replica probe predicts replica counts but bounds none: pooled replicas behind "
+        "a least-loaded router can pass at R where one replica fails at R/N",
+        "more replicas of a shape that failed to deploy fail to deploy too; a crash, a tool "
+        "error or an invalid measurement says nothing about other counts",
+        "an invalid measurement (arrivals late, client concurrency cap reached, generator "
+        "CPU-saturated or lagging, achieved rate short of the offered one) is neither a pass nor a failure",
+        f"a point within {search.boundary_margin:.0%} of a limit is measured again with new seeds "
+        f"(up to {search.max_samples} samples); the median p95s and the pooled goodput decide",
+        "each point is judged at the rate actually sent; capacities are the highest such rates "
+        "meeting the SLO: lower bounds, exact to the spacing of the measured rates",
+        f"ties between passing configurations: {TIE_BREAK}",
+        f"closest when none passes: {CLOSEST_RULE}",
+    )
 
 
 class ReportStatus(enum.StrEnum):
@@ -68,7 +84,7 @@ class SweepReport(Strict):
     """The whole of ``sweep.json`` (see the module docstring for the schema)."""
 
     kind: Literal["serveout.sweep"] = "serveout.sweep"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     status: ReportStatus
     generated_at: str
     spec: SweepSpec
@@ -84,10 +100,11 @@ class SweepReport(Strict):
     runs: tuple[RunRow, ...] = ()
     answer: Answer
     pareto: tuple[str, ...] = ()
+    scaling: tuple[ScalingRow, ...] = ()
     capacity: tuple[ShapeCapacity, ...] = ()
     notes: tuple[str, ...] = ()
-    assumptions: tuple[str, ...] = ASSUMPTIONS
-    warnings: tuple[str, ...] = Field((), description="e.g. unreadable files, saturated generator")
+    assumptions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = Field((), description="e.g. unreadable files, invalid measurements")
 
     def run(self, candidate_id: str) -> RunRow | None:
         return next((r for r in self.runs if r.candidate_id == candidate_id), None)
@@ -114,12 +131,12 @@ def build_report(
     """The report of ``history`` (valid at any time: partial sweeps included)."""
     counts = counts or RunCounts()
     rows = build_rows(space, history)
-    saturated = tuple(
-        f"{row.candidate_id}: the load generator was saturated at {p.point.offered_rps:.3g} req/s; "
-        "those figures are not trustworthy"
+    invalid = tuple(
+        f"{row.candidate_id} at {p.point.offered_rps:.3g} req/s: invalid measurement "
+        f"({'; '.join(p.point.invalid_reasons)}), neither a pass nor a failure"
         for row in rows
         for p in row.points
-        if p.point.generator_saturated
+        if not p.point.valid
     )
     return SweepReport(
         status=status,
@@ -137,7 +154,9 @@ def build_report(
         runs=rows,
         answer=choose(rows),
         pareto=pareto_front(rows),
+        scaling=scaling_rows(rows),
         capacity=fit_capacity(space, rows),
         notes=tuple(notes),
-        warnings=(*warnings, *saturated),
+        assumptions=assumptions(space.spec.search),
+        warnings=(*warnings, *invalid),
     )

@@ -1,8 +1,10 @@
 """What a measurement gives: load points, a candidate's measured result, a run record.
 
 A *trial* asks for one candidate to be deployed once and load-tested at one or more
-offered rates (ascending). Each rate gives a :class:`LoadPoint`, built by the
-orchestration from the load tester's summary of that run.
+offered rates (ascending), then ``refine`` bisections below its first failure. Each
+rate gives a :class:`LoadPoint`, built by the orchestration from the load tester's
+summary of one run, or combined from several runs with new seeds
+(:mod:`loadtest.sweep.sampling`).
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, mod
 
 from loadtest.sweep.base import Strict
 from loadtest.sweep.candidate import Candidate
+from loadtest.sweep.spec import Objective
 
 
 class RunStatus(enum.StrEnum):
+    """How a trial ended. Only a deploy failure says something about the candidate's
+    other replica counts; a crash or a tool error says nothing about them."""
+
     OK = "ok"
     FAILED_TO_DEPLOY = "failed-to-deploy"
     CRASHED = "crashed"
+    TOOL_ERROR = "tool-error"
 
 
 class TrialPurpose(enum.StrEnum):
@@ -40,13 +47,25 @@ def _ascending(rates: tuple[float, ...], what: str) -> None:
         raise ValueError(f"{what} must be strictly ascending: {list(rates)}")
 
 
+class Evidence(Strict):
+    """The load tester's bootstrap evidence on one objective (``None``: not computed):
+    the 95% CI of the observed statistic and the share of resamples meeting the limit."""
+
+    ci_low: float | None = None
+    ci_high: float | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+
+
 class LoadPoint(Strict):
     """The figures of one load test at one offered rate (the measured window only).
 
     Latencies are seconds and ``None`` when no request succeeded. ``requests_good``
     counts requests that met every per-request latency objective (the goodput
-    numerator). ``generator_saturated`` is the load tester's warning that its own
-    CPU limited the run, making the figures untrustworthy.
+    numerator). ``arrival_rps`` is the rate the generator actually sent: the point is
+    judged at it (:attr:`rate_rps`). ``invalid_reasons`` says why the load tester
+    does not trust the measurement (late arrivals, its concurrency cap, a saturated
+    or lagging generator, a rate short of the offered one): such a point is neither
+    a pass nor a failure. ``seeds`` are the arrival seeds of the samples combined.
     """
 
     offered_rps: PositiveFloat
@@ -55,12 +74,16 @@ class LoadPoint(Strict):
     requests_ok: NonNegativeInt
     requests_good: NonNegativeInt
     achieved_rps: NonNegativeFloat = Field(description="successful requests per second")
+    arrival_rps: NonNegativeFloat | None = Field(None, description="arrivals sent per second")
+    completed_rps: NonNegativeFloat | None = Field(None, description="completions in the window per second")
     output_tokens_per_s: NonNegativeFloat
     ttft_p95_s: NonNegativeFloat | None = None
     tpot_p95_s: NonNegativeFloat | None = None
     e2e_p95_s: NonNegativeFloat | None = None
     goodput_rps: NonNegativeFloat = 0.0
-    generator_saturated: bool = False
+    evidence: dict[Objective, Evidence] = {}
+    invalid_reasons: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = ()
 
     @model_validator(mode="after")
     def _counts(self) -> LoadPoint:
@@ -73,16 +96,41 @@ class LoadPoint(Strict):
         """Share of sent requests that met every per-request objective."""
         return None if self.requests_sent == 0 else self.requests_good / self.requests_sent
 
+    @property
+    def valid(self) -> bool:
+        return not self.invalid_reasons
+
+    @property
+    def samples(self) -> int:
+        """How many load tests this point combines."""
+        return max(1, len(self.seeds))
+
+    @property
+    def rate_rps(self) -> float:
+        """The rate the point is judged at: what was actually sent, else the offered rate."""
+        return self.offered_rps if self.arrival_rps is None else self.arrival_rps
+
+    def latency_p95(self, objective: Objective) -> float | None:
+        """The observed p95 of a latency objective."""
+        return {
+            Objective.TTFT_P95: self.ttft_p95_s,
+            Objective.TPOT_P95: self.tpot_p95_s,
+            Objective.E2E_P95: self.e2e_p95_s,
+        }[objective]
+
 
 class Trial(Strict):
     """A request to measure ``candidate`` at each offered rate, lowest first.
 
-    A measurer may skip the rates above one whose point fails the SLO
-    (:func:`loadtest.sweep.verdicts.evaluate_point`): higher rates are then taken as failing.
+    A measurer skips the rates above one whose point does not pass the SLO
+    (:func:`loadtest.sweep.verdicts.evaluate_point`): higher rates are then taken as
+    failing (or invalid). It then bisects ``refine`` times between the highest
+    passing and the lowest non-passing rate (:func:`loadtest.sweep.sampling.measure_rates`).
     """
 
     candidate: Candidate
     offered_rates: tuple[PositiveFloat, ...] = Field(min_length=1)
+    refine: int = Field(0, ge=0, le=8, description="bisections after the first failure")
     purpose: TrialPurpose = TrialPurpose.TARGET
     reason: str = Field("", description="why the strategy proposed it")
 

@@ -2,9 +2,9 @@
 
 The orchestration implements :class:`Measure`: deploy ``trial.candidate`` through
 serving's app builder, wait until healthy, warm up, run the load tester in its own
-process at each ``trial.offered_rates`` (lowest first; it may stop after a point
-that fails the SLO), tear down, and return a :class:`MeasuredResult`. Deployment
-failures and crashes are *returned* (status + reason), not raised; raising
+process at the rates and with the samples :func:`loadtest.sweep.sampling.measure_rates`
+asks for, tear down, and return a :class:`MeasuredResult`. Deployment failures,
+crashes and tool errors are *returned* (status + reason), not raised; raising
 :class:`SweepAborted` stops the whole sweep.
 
 :func:`run_sweep` asks the strategy for the next trial, reuses a persisted record
@@ -63,15 +63,16 @@ class SilentObserver:
 
 
 def measure_safely(measure: Measure, trial: Trial) -> MeasuredResult:
-    """Run the measurer; an exception other than :class:`SweepAborted` becomes a crash."""
+    """Run the measurer; an exception other than :class:`SweepAborted` becomes a tool
+    error (it says nothing about the candidate, so the search never prunes on it)."""
     try:
         result = measure.measure(trial)
     except SweepAborted:
         raise
-    except Exception as exc:  # a crashing candidate must not stop the sweep
-        return MeasuredResult(status=RunStatus.CRASHED, reason=f"measurer raised {type(exc).__name__}: {exc}")
+    except Exception as exc:  # a failing measurement must not stop the sweep
+        return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=f"measurer raised {type(exc).__name__}: {exc}")
     if not isinstance(result, MeasuredResult):
-        return MeasuredResult(status=RunStatus.CRASHED, reason=f"measurer returned {type(result).__name__}")
+        return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=f"measurer returned {type(result).__name__}")
     return result
 
 
@@ -89,8 +90,8 @@ def run_sweep(
 ) -> SweepReport:
     """Run (or resume) a sweep into ``folder`` and return its final report.
 
-    ``retry_failed`` measures again candidates persisted as failed-to-deploy or
-    crashed instead of reusing them. ``plots`` writes PNGs into ``folder/plots``
+    ``retry_failed`` measures again candidates persisted as failed-to-deploy,
+    crashed or tool errors instead of reusing them. ``plots`` writes PNGs into ``folder/plots``
     at the end.
     """
     space = SearchSpace(spec, prices)

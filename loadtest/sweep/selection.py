@@ -2,16 +2,17 @@
 
 Rules:
 
-- *Passing* = measured at the target rate R and meeting every objective there.
+- *Passing* = validly measured at the target rate R and meeting every objective
+  there (an invalid measurement is never a pass).
 - Among passing runs the order is: lower cost per hour, then fewer accelerators,
   then lower p95 E2E at R (unmeasured last), then candidate id (alphabetical), so
   the choice is deterministic. The first is the answer, the second the runner-up.
-- If none passes, the *closest* is the run measured at R with the smallest worst
+- If none passes, the *closest* is the run validly measured at R with the smallest worst
   normalised ratio (``max`` over objectives of observed/limit, or
   min_share/observed_share for goodput: 1.05 = 5% over its limit), then lower cost,
   fewer accelerators, candidate id. Its failed objectives are reported worst first.
 
-The Pareto front is over runs measured at R: cost per million output tokens versus
+The Pareto front is over runs validly measured at R: cost per million output tokens versus
 a p95 latency (E2E by default); a run is on it when no other run is at least as good
 on both and better on one.
 """
@@ -24,7 +25,8 @@ from collections.abc import Sequence
 
 from loadtest.sweep.base import Strict
 from loadtest.sweep.figures import RunRow
-from loadtest.sweep.verdicts import Objective, ObjectiveVerdict
+from loadtest.sweep.spec import Objective
+from loadtest.sweep.verdicts import ObjectiveVerdict
 
 TIE_BREAK = "lower cost per hour, then fewer accelerators, then lower p95 E2E, then candidate id"
 CLOSEST_RULE = "smallest worst normalised SLO ratio, then lower cost, fewer accelerators, candidate id"
@@ -58,8 +60,8 @@ def passing_order(rows: Sequence[RunRow]) -> list[RunRow]:
 
 
 def closest_order(rows: Sequence[RunRow]) -> list[RunRow]:
-    """Rows measured at the target, closest to passing first (see :data:`CLOSEST_RULE`)."""
-    measured = [r for r in rows if r.target is not None]
+    """Rows validly measured at the target, closest to passing first (see :data:`CLOSEST_RULE`)."""
+    measured = [r for r in rows if r.target is not None and r.target.verdict.valid]
     return sorted(measured, key=lambda r: (r.worst_ratio, r.cost_per_hour, r.accelerators, r.candidate_id))
 
 
@@ -80,7 +82,11 @@ def choose(rows: Sequence[RunRow]) -> Answer:
         )
     closest = closest_order(rows)
     if not closest:
-        return Answer(kind=AnswerKind.NONE, explanation="no configuration was measured at the target rate")
+        invalid = sum(1 for r in rows if r.target is not None and not r.target.verdict.valid)
+        why = f" ({invalid} measurement(s) there were invalid)" if invalid else ""
+        return Answer(
+            kind=AnswerKind.NONE, explanation=f"no configuration was validly measured at the target rate{why}"
+        )
     best = closest[0]
     assert best.target is not None
     return Answer(
@@ -105,14 +111,10 @@ def describe_miss(verdict: ObjectiveVerdict) -> str:
 
 
 def _latency(row: RunRow, objective: Objective) -> float | None:
-    if row.target is None:
+    """The target's p95 of ``objective`` (``None`` when not validly measured there)."""
+    if row.target is None or not row.target.verdict.valid:
         return None
-    point = row.target.point
-    return {
-        Objective.TTFT_P95: point.ttft_p95_s,
-        Objective.TPOT_P95: point.tpot_p95_s,
-        Objective.E2E_P95: point.e2e_p95_s,
-    }[objective]
+    return row.target.point.latency_p95(objective)
 
 
 def pareto_front(rows: Sequence[RunRow], latency: Objective = Objective.E2E_P95) -> tuple[str, ...]:

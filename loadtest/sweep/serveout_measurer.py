@@ -16,11 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loadtest.cli import EXIT_OK, EXIT_SLO_FAILED
+from loadtest.errors import SummaryError
 from loadtest.summary import StageSummary, load_summary
 from loadtest.sweep.candidate import Candidate
-from loadtest.sweep.results import LoadPoint, MeasuredResult, RunStatus, Trial
-from loadtest.sweep.spec import SweepSpec
-from loadtest.sweep.verdicts import evaluate_point
+from loadtest.sweep.results import Evidence, LoadPoint, MeasuredResult, RunStatus, Trial
+from loadtest.sweep.sampling import measure_rates
+from loadtest.sweep.spec import SweepSpec, sweep_objective
 from serving.config.model_spec import AcceleratorKind, ModelCatalog
 from serving.config.stack import GatewaySpec, ReplicaSpec, StackConfig
 from serving.errors import ClusterError
@@ -50,21 +51,50 @@ def stack_config_for(candidate: Candidate, spec: SweepSpec, *, catalog: ModelCat
 
 def load_point(stage: StageSummary, offered_rps: float) -> LoadPoint:
     """A sweep load point from one load-test stage (field map in docs/loadtest.md)."""
-    lat, req = stage.latency, stage.requests
+    lat, req, slo = stage.latency, stage.requests, stage.slo
+    evidence = {
+        objective: Evidence(ci_low=r.ci_low, ci_high=r.ci_high, confidence=r.confidence)
+        for r in slo.objectives
+        if (objective := sweep_objective(r.objective)) is not None
+    }
+    validity = stage.validity
+    reasons = () if validity.valid else (validity.reasons or ("the load tester marked the measurement invalid",))
     return LoadPoint(
         offered_rps=offered_rps,
         duration_s=max(stage.window.duration_s, 1e-3),
         requests_sent=req.measured,
         requests_ok=req.ok,
-        requests_good=min(stage.slo.good_requests, req.ok),
+        requests_good=min(slo.good_requests, req.ok),
         achieved_rps=stage.throughput.request_rate or 0.0,
+        arrival_rps=stage.arrivals.achieved_rate,
+        completed_rps=stage.throughput.completed_rate,
         output_tokens_per_s=stage.throughput.output_tokens_per_s or 0.0,
         ttft_p95_s=lat.ttft.p95,
         tpot_p95_s=lat.tpot.p95,
         e2e_p95_s=lat.e2e.p95,
-        goodput_rps=stage.slo.goodput_rps or 0.0,
-        generator_saturated=stage.generator.saturated,
+        goodput_rps=slo.goodput_rps or 0.0,
+        evidence=evidence,
+        invalid_reasons=tuple(reasons),
     )
+
+
+def loadtest_command(spec: SweepSpec, url: str, rate: float, seed: int, folder: Path) -> list[str]:
+    """``loadtest run`` for one sample at ``rate`` with arrival seed ``seed``."""
+    t = spec.traffic
+    profile = (f"{t.profile.name}:rate={rate:g},burstiness={t.profile.burstiness:g},"
+               f"max_concurrency={spec.max_concurrency()}")
+    workload = f"{t.workload.name}:input_len={t.workload.input_tokens},output_len={t.workload.output_tokens}"
+    cmd = [sys.executable, "-m", "loadtest", "run", "--target", url, "--model", spec.model,
+           "--profile", profile, "--workload", workload,
+           "--duration", f"{t.duration_s + t.warmup_s:g}s", "--warmup", f"{t.warmup_s:g}s",
+           "--seed", str(seed), "--out", str(folder), "--quiet"]
+    if slo := spec.slo.as_loadtest_slo():
+        cmd += ["--slo", slo]
+    return cmd
+
+
+class LoadTestFailed(RuntimeError):
+    """``loadtest run`` did not produce a summary: a tool error, not a verdict."""
 
 
 class ServeoutMeasurer:
@@ -88,37 +118,29 @@ class ServeoutMeasurer:
             self._teardown(config)
             return MeasuredResult(status=RunStatus.FAILED_TO_DEPLOY, reason=_short(str(exc)),
                                   wall_time_s=time.monotonic() - started)
+        folders: list[str] = []
+
+        def take(rate: float, seed: int) -> LoadPoint:
+            self.on_phase(f"load test at {rate:g} req/s (seed {seed})")
+            folder = self.artifacts / f"{trial.candidate.id}-{rate:g}rps-seed{seed}"
+            folders.append(folder.name)
+            return load_point(self._load_test(url, rate, seed, folder), rate)
+
         try:
-            points, folders = [], []
-            for rate in trial.offered_rates:
-                self.on_phase(f"load test at {rate:g} req/s")
-                folder = self.artifacts / f"{trial.candidate.id}-{rate:g}rps"
-                stage = self._load_test(url, rate, folder)
-                points.append(load_point(stage, rate))
-                folders.append(folder.name)
-                if not evaluate_point(points[-1], self.spec.slo).passed:
-                    break  # higher rates are taken as failing too
-            return MeasuredResult(status=RunStatus.OK, points=tuple(points), artifacts=tuple(folders),
+            points = measure_rates(trial, self.spec.traffic.seed, self.spec.slo, self.spec.search, take)
+            return MeasuredResult(status=RunStatus.OK, points=points, artifacts=tuple(folders),
                                   wall_time_s=time.monotonic() - started)
-        except (RuntimeError, OSError) as exc:
-            return MeasuredResult(status=RunStatus.CRASHED, reason=_short(str(exc)),
+        except (LoadTestFailed, SummaryError, OSError) as exc:
+            return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=_short(str(exc)), artifacts=tuple(folders),
                                   wall_time_s=time.monotonic() - started)
         finally:
             self._teardown(config)
 
-    def _load_test(self, url: str, rate: float, folder: Path) -> StageSummary:
-        t = self.spec.traffic
-        profile = f"{t.profile.name}:rate={rate:g},burstiness={t.profile.burstiness:g}"
-        workload = f"{t.workload.name}:input_len={t.workload.input_tokens},output_len={t.workload.output_tokens}"
-        cmd = [sys.executable, "-m", "loadtest", "run", "--target", url, "--model", self.spec.model,
-               "--profile", profile, "--workload", workload,
-               "--duration", f"{t.duration_s + t.warmup_s:g}s", "--warmup", f"{t.warmup_s:g}s",
-               "--seed", str(point_seed(t.seed, rate)), "--out", str(folder), "--quiet"]
-        if slo := self.spec.slo.as_loadtest_slo():
-            cmd += ["--slo", slo]
+    def _load_test(self, url: str, rate: float, seed: int, folder: Path) -> StageSummary:
+        cmd = loadtest_command(self.spec, url, rate, seed, folder)
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode not in (EXIT_OK, EXIT_SLO_FAILED):
-            raise RuntimeError(f"load test failed ({result.returncode}): {result.stderr.strip()[-1500:]}")
+            raise LoadTestFailed(f"load test failed ({result.returncode}): {result.stderr.strip()[-1500:]}")
         return load_summary(folder / "summary.json").headline
 
     def _teardown(self, config: StackConfig) -> None:
@@ -131,10 +153,3 @@ class ServeoutMeasurer:
 
 def _short(text: str, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def point_seed(seed: int, rate: float) -> int:
-    """The load test's seed at ``rate``: every candidate sees the same arrivals at a given
-    rate, and different rates are independent samples (one seed would scale a single
-    unit-rate sequence to every rate, biasing all of them the same way)."""
-    return seed + round(rate * 1000)

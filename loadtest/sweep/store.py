@@ -35,10 +35,11 @@ REPORT_NAME = "sweep.json"
 
 
 class StoredRun(Strict):
-    """The file of one finished trial (schema ``serveout.sweep.run`` version 1)."""
+    """The file of one finished trial (schema ``serveout.sweep.run`` version 2: load
+    points with validity, evidence and samples)."""
 
     kind: Literal["serveout.sweep.run"] = "serveout.sweep.run"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     fingerprint: str
     candidate_id: str
     recorded_at: str

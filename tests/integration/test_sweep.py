@@ -60,6 +60,7 @@ def test_sweep_end_to_end_then_resume(stack, tmp_path):
     for row in ok_runs:
         assert row.accelerators == row.candidate.replicas
         assert row.throughput_output_tokens_per_s > 0 and row.cost_per_million_output_tokens > 0
+        assert all(p.point.seeds and p.point.arrival_rps for p in row.points)  # sampled, judged at the rate sent
     assert first.answer.best in {r.candidate_id for r in ok_runs}
     saved = json.loads((out / "sweep.json").read_text())
     assert saved["kind"] == "serveout.sweep" and len(saved["runs"]) == 2

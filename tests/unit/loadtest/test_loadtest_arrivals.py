@@ -1,12 +1,17 @@
-"""Open-loop arrival schedules: spacing, rates, burstiness, ramps, limits, seeds."""
+"""Open-loop arrival schedules (spacing, rates, burstiness, ramps, limits, seeds,
+normalisation) and how a stage kept them (due, dropped, slot waits)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.arrivals import ramp_cumulative, schedule, unit_process
+from loadtest_factories import ok_record
+
+from loadtest.arrivals import arrival_count, arrivals_of, ramp_cumulative, schedule, slot_waits, unit_process
 from loadtest.errors import ConfigError
+from loadtest.profiles import OpenLoad
+from loadtest.summary import Arrivals
 
 
 def test_constant_rate_is_evenly_spaced_from_zero():
@@ -93,3 +98,61 @@ def test_invalid_schedules(kwargs):
 def test_unit_process_rejects_non_positive_burstiness():
     with pytest.raises(ConfigError):
         unit_process(3, 0.0, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("rate", [0.4, 0.8, 3.3])
+def test_every_point_sends_its_rate_times_duration(rate):
+    # Before: a raw Poisson sample, e.g. 18 arrivals where 24 (0.8 req/s x 30 s) were due.
+    for seed in range(40):
+        times = schedule(start_rate=rate, burstiness=1.0, seed=seed, duration_s=30.0)
+        assert len(times) == arrival_count(rate, rate, 30.0) == round(rate * 30.0)
+        assert times.max() < 30.0
+
+
+def test_normalisation_keeps_the_spacing_random_and_the_mean_gap_exact():
+    a = schedule(start_rate=5.0, burstiness=1.0, seed=1, duration_s=20.0)
+    b = schedule(start_rate=5.0, burstiness=1.0, seed=2, duration_s=20.0)
+    assert len(a) == len(b) == 100 and not np.allclose(a, b)
+    # count-only schedules: the arrival after the last would land at count / rate
+    times = schedule(start_rate=4.0, burstiness=0.5, seed=3, count=200)
+    assert len(times) == 200 and times[-1] < 200 / 4.0
+    gaps = np.diff(times)
+    assert gaps.std() / gaps.mean() == pytest.approx(np.sqrt(2.0), rel=0.25)  # still bursty (gamma k=0.5)
+
+
+def test_arrival_count_rounds_half_up_and_is_never_zero():
+    assert arrival_count(0.5, 0.5, 5.0) == 3  # 2.5
+    assert arrival_count(0.25, 0.25, 5.0) == 1  # 1.25
+    assert arrival_count(0.01, 0.01, 5.0) == 1
+    assert arrival_count(2.0, 6.0, 10.0) == 40  # ramp: the cumulative intensity
+
+
+def _arrival(user, scheduled, start, e2e=0.1):
+    return ok_record(start, e2e / 2, [e2e / 2], scheduled=scheduled, user=user)
+
+
+def test_slot_waits_are_arrivals_taken_by_a_user_still_busy():
+    records = [
+        _arrival(0, 0.0, 0.0, e2e=2.0),  # user 0 busy until 2.0
+        _arrival(1, 0.5, 0.5, e2e=0.1),  # user 1 free at 0.6
+        _arrival(1, 1.0, 1.0, e2e=3.0),  # user 1 busy until 4.0
+        _arrival(0, 1.5, 2.0),  # every slot busy at 1.5: waited for user 0 (free at 2.0)
+        _arrival(0, 3.0, 3.0),  # on time
+    ]
+    assert slot_waits(records) == 1
+    assert slot_waits([r.model_copy(update={"scheduled_s": None}) for r in records]) == 0  # closed loop
+
+
+def test_arrivals_due_dropped_and_achieved_rate():
+    load = OpenLoad(start_rate=0.8, end_rate=0.8, max_concurrency=4)
+    sent = [_arrival(0, t, t) for t in np.linspace(0.0, 20.0, 18)]
+    a = arrivals_of(sent, load, duration_s=30.0)
+    assert (a.due, a.scheduled, a.dropped) == (24, 18, 6)
+    assert a.achieved_rate == pytest.approx(18 / 30.0) and a.max_concurrency == 4
+    # the request budget, not the clock, ended the stage: nothing was dropped
+    assert arrivals_of(sent, load, duration_s=30.0, max_requests=18).dropped == 0
+    # no duration given: nothing is known to be due
+    unknown = arrivals_of(sent, load)
+    assert unknown.due is None and unknown.dropped == 0
+    assert unknown.achieved_rate == pytest.approx(17 / 20.0)
+    assert arrivals_of([ok_record(0.0, 0.1, [0.1])]) == Arrivals()  # closed loop

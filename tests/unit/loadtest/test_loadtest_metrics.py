@@ -115,8 +115,6 @@ def test_latency_figures_match_numpy(spec):
     tpots = [sum(g) / len(g) for _, _, g in spec if g]
     if tpots:
         assert s.latency.tpot.mean == pytest.approx(float(np.mean(tpots)), rel=1e-9)
-    for r in records:
-        assert r.ttft_s <= r.e2e_s
 
 
 def test_slo_verdicts_and_goodput():
@@ -142,20 +140,107 @@ def test_no_slo_means_no_verdict():
     assert s.slo.goodput_rps is None and s.slo.goodput_fraction is None
 
 
+OPEN = StagePlan(index=0, label="2 req/s", load=OpenLoad(start_rate=2, end_rate=2, max_concurrency=8), offered_rate=2.0)
+
+
+def on_time(times, **extra):
+    return [ok_record(t, 0.1, [0.01], scheduled=t, user=i, **extra) for i, t in enumerate(times)]
+
+
 def test_arrival_lag_and_sweep_verdict():
-    plan = StagePlan(index=0, label="2 req/s", load=OpenLoad(start_rate=2, end_rate=2), offered_rate=2.0)
     records = [ok_record(t + lag, 0.1, [0.01], scheduled=t) for t, lag in [(0, 0), (0.5, 0.2), (1.0, 0.3)]]
-    s = stage(records, plan=plan, slos="ttft_p95=1s", max_error_rate=0.01)
+    s = stage(records, plan=OPEN, slos="ttft_p95=1s", max_error_rate=0.01)
     assert s.arrivals.scheduled == 3 and s.arrivals.late == 2
     assert s.arrivals.lag_max_s == pytest.approx(0.3)
-    assert s.passed is False and "late" in s.verdict_reason
-    on_time = [ok_record(t, 0.1, [0.01], scheduled=t) for t in (0, 0.5, 1.0)]
-    good = stage(on_time, plan=plan, slos="ttft_p95=1s", max_error_rate=0.01)
-    assert good.passed is True
-    saturated = good.model_copy(update={"generator": GeneratorReport(saturated=True)})
-    assert stage_verdict(saturated, max_error_rate=0.01) == (False, "load generator saturated")
+    assert s.passed is False and not s.validity.valid
+    assert s.verdict_reason == "invalid measurement: 67% of arrivals left more than 50 ms late"
+    good = stage(on_time([0, 0.5, 1.0]), plan=OPEN, slos="ttft_p95=1s", max_error_rate=0.01)
+    assert good.passed is True and good.validity.valid
+    saturated = good.model_copy(update={"generator": GeneratorReport(saturated=True, cpu_percent_p90=97.0)})
+    assert stage_verdict(saturated, max_error_rate=0.01) == (
+        False, "invalid measurement: load generator CPU-saturated (p90 97% of a core)")
     report = sweep_report([good, s.model_copy(update={"index": 1})])
     assert report.max_rate_meeting_slo == 2.0
+
+
+def test_an_invalid_measurement_is_never_a_pass():
+    # Before: lateness and saturation only counted with an error-rate bound (rate sweeps),
+    # so a single-stage run with an SLO passed however badly it was measured.
+    late = [ok_record(t + 0.5, 0.1, [0.01], scheduled=t, user=i) for i, t in enumerate([0, 1, 2, 3])]
+    s = stage(late, plan=OPEN, slos="ttft_p95=1s")
+    assert s.slo.passed is True and s.passed is False
+    assert s.verdict_reason.startswith("invalid measurement: 100% of arrivals left more than 50 ms late")
+    lagging = GeneratorReport(loop_lag_p99_s=0.25)
+    lagged = stage(on_time([0, 1, 2]), plan=OPEN, slos="ttft_p95=1s", generator=lagging)
+    assert lagged.passed is False and lagged.validity.reasons == ("generator event loop lagged (p99 250 ms > 100 ms)",)
+    saturated = stage([ok_record(0.0, 0.1, [0.01])], slos="ttft_p95=1s", generator=GeneratorReport(saturated=True))
+    assert saturated.passed is False and saturated.validity.reasons == ("load generator CPU-saturated",)
+    # no verdict asked: none given, but the measurement is still marked invalid
+    unjudged = stage(late, plan=OPEN)
+    assert unjudged.passed is None and unjudged.verdict_reason.startswith("invalid measurement")
+
+
+def test_hitting_the_client_concurrency_cap_invalidates_the_stage():
+    plan = OPEN.model_copy(update={"load": OpenLoad(start_rate=2, end_rate=2, max_concurrency=1)})
+    # one slot: the second arrival (due at 0.5) waits until the first request ends at 2.0
+    records = [ok_record(0.0, 1.0, [1.0], scheduled=0.0), ok_record(2.0, 0.1, [0.01], scheduled=0.5)]
+    s = stage(records, plan=plan, slos="e2e_p95=10s", window=(0.0, 2.0), timed=True, duration_s=2.0)
+    assert s.arrivals.max_concurrency == 1 and s.arrivals.slot_waits == 1
+    assert s.passed is False
+    assert "client concurrency cap hit: 1 arrivals waited for one of the 1 slots" in s.verdict_reason
+
+
+def test_dropped_arrivals_and_the_achieved_rate():
+    # The short sweep point: 0.8 req/s for 30 s, 18 sent where 24 were due.
+    plan = StagePlan(index=0, label="0.8", load=OpenLoad(start_rate=0.8, end_rate=0.8), offered_rate=0.8)
+    records = on_time([i * 30.0 / 24 for i in range(18)])
+    s = stage(records, plan=plan, slos="e2e_p95=10s", window=(0.0, 30.0), timed=True, duration_s=30.0)
+    assert (s.arrivals.due, s.arrivals.scheduled, s.arrivals.dropped) == (24, 18, 6)
+    assert s.arrivals.achieved_rate == pytest.approx(0.6)
+    assert s.passed is False and "6 of 24 due arrivals never sent (achieved 0.6 req/s)" in s.verdict_reason
+    full = stage(on_time([i * 30.0 / 24 for i in range(24)]), plan=plan, slos="e2e_p95=10s",
+                 window=(0.0, 30.0), timed=True, duration_s=30.0)  # fmt: skip
+    assert full.passed is True and full.arrivals.dropped == 0
+    assert sweep_report([full]).points[0].achieved_rate == pytest.approx(0.8)
+
+
+def test_completed_rate_counts_completions_inside_the_window():
+    # Overload: one start per second for 10 s, but each takes 8 s; the window is [0, 10].
+    records = [ok_record(t, 1.0, [7.0]) for t in range(10)]
+    s = stage(records, window=(0.0, 10.0), timed=True)
+    assert s.throughput.request_rate == pytest.approx(10 / 10.0)  # by start: the offered rate
+    assert s.throughput.completed_rate == pytest.approx(3 / 10.0)  # ended at 8, 9 and 10 s
+
+
+def test_goodput_does_not_count_unknown_token_counts_as_meeting_tpot():
+    unknown = ok_record(0.0, 0.1, [0.5] * 5).model_copy(update={"output_tokens": None})
+    s = stage([ok_record(0.0, 0.1, [0.01] * 5), unknown], slos="tpot_p95=50ms")
+    assert s.slo.good_requests == 1
+
+
+def test_verdicts_have_confidence():
+    records = [ok_record(i * 0.1, 0.1 + 0.001 * i, [0.01]) for i in range(200)]
+    s = stage(records, slos="ttft_p95=10s")
+    result = s.slo.objectives[0]
+    assert result.confidence == 1.0 and result.ci_low <= result.observed <= result.ci_high
+    assert s.slo.confidence == 1.0 and sweep_report([s]).points == ()  # closed loop: no sweep point
+    assert s.latency.ttft.ci95["p95"] == (result.ci_low, result.ci_high)
+
+
+def test_sweep_report_skips_invalid_points_and_reports_the_achieved_rate():
+    plans = [
+        StagePlan(index=i, label=f"{r}", load=OpenLoad(start_rate=r, end_rate=r), offered_rate=r)
+        for i, r in enumerate([1.0, 2.0])
+    ]
+    ok_stage = stage(on_time(np.arange(10) / 1.0), plan=plans[0], slos="e2e_p95=1s", window=(0.0, 10.0),
+                     timed=True, duration_s=10.0)  # fmt: skip
+    saturated = GeneratorReport(saturated=True)
+    bad_stage = stage(on_time(np.arange(20) / 2.0), plan=plans[1], slos="e2e_p95=1s", window=(0.0, 10.0),
+                      timed=True, duration_s=10.0, generator=saturated)  # fmt: skip
+    report = sweep_report([ok_stage, bad_stage])
+    assert [(p.passed, p.valid) for p in report.points] == [(True, True), (False, False)]
+    assert report.max_rate_meeting_slo == 1.0 and report.achieved_rate_meeting_slo == pytest.approx(1.0)
+    assert report.points[0].confidence == 1.0
 
 
 def test_generator_cpu_per_thousand_tokens():

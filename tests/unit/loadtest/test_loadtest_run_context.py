@@ -1,5 +1,7 @@
 """The generator's shared pacing state, driven by a fake clock."""
 
+import time
+
 from loadtest.generator.context import RunContext
 from loadtest.workloads import Session, Turn, WorkloadPlan
 
@@ -72,3 +74,24 @@ def test_stop():
     run, _ = context()
     run.stop()
     assert not run.issuing() and run.take_request() is None and run.done()
+
+
+def test_a_workers_ids_interleave_with_the_others_and_never_collide():
+    runs = [context(slot=k, slots=3, max_requests=4)[0] for k in range(3)]
+    requests = [r.take_request() for r in runs for _ in range(4)]
+    users = [r.user_index() for r in runs for _ in range(2)]
+    assert sorted(requests) == list(range(12)) and sorted(users) == [0, 1, 2, 3, 4, 5]
+    assert runs[1].take_request() is None  # its own part of the budget is spent
+
+
+def test_a_worker_with_no_budget_is_done_at_once():
+    run, _ = context(max_requests=0, arrivals=[])
+    assert not run.issuing() and run.done()
+
+
+def test_start_at_a_unix_time_sets_the_shared_zero():
+    run, clock = context()
+    run.start_at(time.time() + 5.0)  # the master's zero, a moment ahead
+    assert -5.5 < run.now() < -4.5  # before the zero the stage clock is negative
+    clock.t += 5.0
+    assert abs(run.now()) < 0.5

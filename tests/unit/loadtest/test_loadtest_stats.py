@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.stats import Distribution, mean, percentile
+from loadtest.stats import MAX_MEAN_BOOTSTRAP, Distribution, bootstrap, bootstrap_proportion, interval, mean, percentile
 
 finite = st.floats(min_value=-1e9, max_value=1e9, allow_nan=False, allow_infinity=False)
 
@@ -68,3 +68,44 @@ def test_unknown_stat_name():
 
 def test_mean_is_compensated():
     assert mean([1e16, 1.0, -1e16]) == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("stat, q", [("p50", 50), ("p95", 95), ("p99", 99), ("max", 100), ("min", 0)])
+def test_bootstrap_matches_resampling_by_brute_force(stat, q):
+    # The order-statistic shortcut must have the distribution of the plain bootstrap.
+    data = np.random.default_rng(5).lognormal(0.0, 1.0, 300)
+    fast = bootstrap(data, stat, resamples=20_000, seed=1)
+    resamples = data[np.random.default_rng(2).integers(0, len(data), size=(20_000, len(data)))]
+    brute = np.percentile(resamples, q, axis=1)
+    for level in (0.025, 0.5, 0.975):
+        low, high = np.quantile(brute, [level - 0.01, level + 0.01])
+        assert low <= np.quantile(fast, level) <= high
+    assert fast.mean() == pytest.approx(brute.mean(), rel=0.01)
+
+
+def test_mean_bootstrap_and_its_size_limit():
+    data = np.random.default_rng(3).normal(10.0, 2.0, 2_000)
+    low, high = interval(bootstrap(data, "mean"))
+    half = 1.96 * data.std() / math.sqrt(len(data))  # the textbook interval of a mean
+    assert low == pytest.approx(data.mean() - half, rel=0.01) and high == pytest.approx(data.mean() + half, rel=0.01)
+    assert bootstrap(np.zeros(MAX_MEAN_BOOTSTRAP + 1), "mean") is None
+    assert bootstrap([], "p95") is None
+
+
+def test_bootstrap_is_seeded():
+    data = np.random.default_rng(4).exponential(1.0, 500)
+    assert np.array_equal(bootstrap(data, "p95"), bootstrap(data, "p95"))
+    assert not np.array_equal(bootstrap(data, "p95", seed=1), bootstrap(data, "p95", seed=2))
+    rates = bootstrap_proportion(30, 1000)
+    assert np.array_equal(rates, bootstrap_proportion(30, 1000)) and rates.mean() == pytest.approx(0.03, rel=0.05)
+    assert bootstrap_proportion(0, 0) is None
+
+
+def test_distribution_intervals_only_when_asked():
+    values = np.random.default_rng(6).gamma(2.0, 0.1, 400)
+    dist = Distribution.of(values, intervals=True)
+    for name in ("p50", "p90", "p95", "p99", "mean"):
+        low, high = dist.ci95[name]
+        assert low <= dist.stat(name) <= high and low < high
+    assert Distribution.of(values).ci95 == {}
+    assert Distribution.model_validate_json(dist.model_dump_json()) == dist

@@ -1,8 +1,10 @@
 """Fakes and builders for the sweep's unit tests.
 
 ``FakeClusterMeasurer`` is a FAKE: a toy world where a shape's N replicas carry
-``N * c / (1 + a (N - 1))`` req/s within the SLO and a per-shape TPOT floor may make
-it fail at any load. It exists only to drive the pure search and loop in tests.
+``N * c / (1 + a (N - 1))`` req/s within the SLO (times ``pooling_gain`` for N >= 2:
+replicas sharing one router's queue) and a per-shape TPOT floor may make it fail at
+any load. It takes its load points through the sweep's own sampling driver. It
+exists only to drive the pure search and loop in tests.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from loadtest.sweep import (
     LoadPoint,
     LoadProfileSpec,
     MeasuredResult,
+    Price,
     PriceTable,
     RunRecord,
     RunStatus,
@@ -25,14 +28,21 @@ from loadtest.sweep import (
     TrafficSpec,
     Trial,
     WorkloadSpec,
-    evaluate_point,
+    measure_rates,
 )
 from loadtest.sweep.spec import ReplicaRange
 from serving.config.model_spec import AcceleratorKind
 
 SLO = SloSpec(ttft_p95=1.0, tpot_p95=0.05, e2e_p95=10.0, min_goodput_share=0.9)
+
+
+def price(per_hour: float) -> Price:
+    return Price(per_hour=per_hour, source="a test price, not a quote", as_of="2025-01")
+
+
 PRICES = PriceTable(
-    per_accelerator_hour={AcceleratorKind.CPU: 0.05, AcceleratorKind.H200: 4.0, AcceleratorKind.B300: 7.0}
+    per_accelerator_hour={AcceleratorKind.CPU: price(0.05), AcceleratorKind.H200: price(4.0),
+                          AcceleratorKind.B300: price(7.0)}
 )
 
 
@@ -50,6 +60,7 @@ def make_spec(
     extra_rate_factors: tuple[float, ...] = (),
     max_num_seqs: tuple[int | None, ...] = (None,),
     slo: SloSpec = SLO,
+    probe_refine: int = 0,
 ) -> SweepSpec:
     return SweepSpec(
         name="test",
@@ -67,7 +78,8 @@ def make_spec(
             accelerator=accelerator, nodes=nodes, accelerators_per_node=per_node, accelerators_per_rank=per_rank
         ),
         search=SearchSettings(
-            strategy=strategy, assumed_scaling_efficiency=assumed_efficiency, extra_rate_factors=extra_rate_factors
+            strategy=strategy, assumed_scaling_efficiency=assumed_efficiency, extra_rate_factors=extra_rate_factors,
+            probe_refine=probe_refine,
         ),
     )
 
@@ -102,15 +114,19 @@ class FakeClusterMeasurer:
     slo: SloSpec
     per_replica_rps: dict[int, float]
     contention: float = 0.0
+    pooling_gain: float = 1.0
     tpot_floor_s: dict[int, float] = field(default_factory=dict)
     deploy_failures: dict[str, str] = field(default_factory=dict)
     crashes: dict[str, str] = field(default_factory=dict)
-    stop_at_first_failure: bool = True
+    tool_errors: dict[str, str] = field(default_factory=dict)
+    search: SearchSettings = field(default_factory=SearchSettings)
     output_tokens: int = 100
     calls: list[Trial] = field(default_factory=list)
+    load_tests: int = 0
 
     def capacity(self, tp: int, replicas: int) -> float:
-        return replicas * self.per_replica_rps[tp] / (1 + self.contention * (replicas - 1))
+        gain = self.pooling_gain if replicas > 1 else 1.0
+        return gain * replicas * self.per_replica_rps[tp] / (1 + self.contention * (replicas - 1))
 
     def point(self, tp: int, replicas: int, rate: float) -> LoadPoint:
         cap = self.capacity(tp, replicas)
@@ -134,13 +150,15 @@ class FakeClusterMeasurer:
             return MeasuredResult(status=RunStatus.FAILED_TO_DEPLOY, reason=self.deploy_failures[c.id])
         if c.id in self.crashes:
             return MeasuredResult(status=RunStatus.CRASHED, reason=self.crashes[c.id])
-        points = []
-        for rate in trial.offered_rates:
-            point = self.point(c.tp, c.replicas, rate)
-            points.append(point)
-            if self.stop_at_first_failure and not evaluate_point(point, self.slo).passed:
-                break
-        return MeasuredResult(status=RunStatus.OK, points=tuple(points), wall_time_s=1.0)
+        if c.id in self.tool_errors:
+            return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=self.tool_errors[c.id])
+
+        def take(rate: float, seed: int) -> LoadPoint:
+            self.load_tests += 1
+            return self.point(c.tp, c.replicas, rate)
+
+        points = measure_rates(trial, 0, self.slo, self.search, take)
+        return MeasuredResult(status=RunStatus.OK, points=points, wall_time_s=1.0)
 
 
 @dataclass

@@ -38,7 +38,10 @@ def test_plan_command_reads_a_results_folder(tmp_path: Path, capsys):
     measurer = FakeClusterMeasurer(slo=SPEC.slo, per_replica_rps={1: 0.7, 2: 1.6}, contention=0.01)
     report = run_sweep(SPEC, PRICES, measurer, ResultsFolder(tmp_path), clock=fixed_clock, plots=False)
     assert report.capacity
-    assert main(["plan", "--results", str(tmp_path), "--traffic", "4rps"]) == 0
+    assert main(["plan", "--results", str(tmp_path), "--traffic", "4rps", "--headroom", "0.2"]) == 0
     shown = capsys.readouterr().out
-    assert "4 req/s" in shown and report.capacity[0].shape.id in shown
+    assert "4 req/s" in shown and report.capacity[0].shape.id in shown and "20% of capacity kept spare" in shown
+    assert "add a replica above" in shown
     assert main(["plan", "--results", str(tmp_path), "--traffic", "fast"]) == 2
+    assert main(["plan", "--results", str(tmp_path), "--traffic", "0"]) == 2  # was a traceback
+    assert main(["plan", "--results", str(tmp_path), "--traffic", "4", "--headroom", "1.5"]) == 2

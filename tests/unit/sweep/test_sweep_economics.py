@@ -37,8 +37,11 @@ def test_cost_per_hour_and_per_million_tokens_by_hand():
 
 
 def test_scaling_efficiency_by_hand():
+    # a four-GPU job at 3.6x one GPU is 90% efficient
+    assert scaling_efficiency(3.6, 4, 1.0) == pytest.approx(0.9)
     assert scaling_efficiency(19.0, 2, 10.0) == pytest.approx(0.95)
-    assert scaling_efficiency(10.0, 1, 10.0) == 1.0
+    # per accelerator: TP4 (4 GPUs) carrying 3x what TP2 (2 GPUs) carries: 3 / 2
+    assert scaling_efficiency(6.0, 4, 2.0, 2) == pytest.approx(1.5)
     assert scaling_efficiency(5.0, 2, 0.0) is None
     with pytest.raises(ValueError):
         scaling_efficiency(1.0, 0, 1.0)
@@ -95,7 +98,7 @@ def test_rates_above_a_failure_count_as_failing():
     assert covers(rec, (1.0, 2.0, 4.0), slo) and not covers(rec, (0.5, 1.0), slo)
 
 
-def test_run_rows_cost_throughput_and_efficiency():
+def test_run_rows_cost_capacity_bracket_and_throughput():
     spec = make_spec(rate=4.0, tp=(1,), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4)
     space = SearchSpace(spec, PRICES)
     one = record(
@@ -105,10 +108,19 @@ def test_run_rows_cost_throughput_and_efficiency():
     three = record(Trial(candidate=Candidate(tp=1, replicas=3), offered_rates=(4.0,)), passing_point(4.0))
     rows = {r.candidate_id: r for r in build_rows(space, [one, three])}
     r1, r3 = rows["tp1-r1-seqsdef-mbtdef"], rows["tp1-r3-seqsdef-mbtdef"]
-    assert r1.capacity_rps == 2.0 and r1.throughput_rps == 2.0 and r1.scaling_efficiency == 1.0
+    assert r1.capacity_rps == 2.0 and r1.fails_at_rps == 4.0 and r1.throughput_rps == 2.0
     assert r1.outcome_at_target is Outcome.FAIL and r1.target is not None
+    assert r3.capacity_rps == 4.0 and r3.fails_at_rps is None
     assert r3.cost_per_hour == pytest.approx(0.15) and r3.accelerators == 3
-    # 3 replicas carried 4 req/s where one carried 2: 4 / (3 * 2)
-    assert r3.scaling_efficiency == pytest.approx(4 / 6)
     # 0.15 $/h at 4 req/s x 100 tokens = 400 tok/s
     assert r3.cost_per_million_output_tokens == pytest.approx(0.15 / (400 * 3600) * 1e6)
+
+
+def test_a_point_is_judged_at_the_rate_actually_sent():
+    """Capacity is the rate the generator sent (0.75 of an offered 0.8), not the offer."""
+    spec = make_spec(rate=0.8, tp=(1,), accelerator=AcceleratorKind.CPU, nodes=1, per_node=2)
+    space = SearchSpace(spec, PRICES)
+    sent = passing_point(0.8).model_copy(update={"arrival_rps": 0.75})
+    (row,) = build_rows(space, [record(Trial(candidate=Candidate(tp=1, replicas=2), offered_rates=(0.8,)), sent)])
+    assert row.passes and row.capacity_rps == 0.75
+    assert row.target is not None and row.target.verdict.rate_rps == 0.75

@@ -49,14 +49,14 @@ def test_rerun_reuses_every_finished_candidate(tmp_path: Path):
     first_world = world()
     first = sweep(tmp_path, first_world)
     assert first.status is ReportStatus.COMPLETE and first.answer.best == "tp4-r3-seqsdef-mbtdef"
-    assert first.runs_measured == 8 == len(first_world.calls) and first.runs_reused == 0
+    assert first.runs_measured == 10 == len(first_world.calls) and first.runs_reused == 0
     runs = sorted(p.name for p in (tmp_path / "runs" / measurement_fingerprint(SPEC)).glob("*.json"))
-    assert len(runs) == 8 and "tp4-r3-seqsdef-mbtdef.json" in runs
+    assert len(runs) == 10 and "tp4-r3-seqsdef-mbtdef.json" in runs
 
     again_world = world()
     again = sweep(tmp_path, again_world)
     assert again_world.calls == []
-    assert again.runs_reused == 8 and again.runs_measured == 0
+    assert again.runs_reused == 10 and again.runs_measured == 0
     assert comparable(again) == comparable(first) and again.answer == first.answer
 
 
@@ -72,7 +72,7 @@ def test_ctrl_c_leaves_a_valid_partial_report_and_resume_completes(tmp_path: Pat
     resumed_world = world()
     resumed = sweep(tmp_path / "run", resumed_world)
     assert [t.candidate.id for t in resumed_world.calls] == [r.candidate_id for r in reference.runs[3:]]
-    assert resumed.runs_reused == 3 and resumed.runs_measured == 5
+    assert resumed.runs_reused == 3 and resumed.runs_measured == 7
     assert comparable(resumed) == comparable(reference) and resumed.answer == reference.answer
 
 
@@ -127,10 +127,10 @@ class ExplodingMeasurer:
         return self.inner.measure(trial)
 
 
-def test_a_measurer_exception_is_a_crash_and_the_sweep_goes_on(tmp_path: Path):
+def test_a_measurer_exception_is_a_tool_error_and_the_sweep_goes_on(tmp_path: Path):
     report = sweep(tmp_path, ExplodingMeasurer(world(), "tp4-r1-seqsdef-mbtdef"))
     row = report.run("tp4-r1-seqsdef-mbtdef")
-    assert row is not None and row.status is RunStatus.CRASHED
+    assert row is not None and row.status is RunStatus.TOOL_ERROR
     assert row.reason == "measurer raised RuntimeError: health check timed out"
     assert report.status is ReportStatus.COMPLETE
 
@@ -161,7 +161,7 @@ def test_other_traffic_neither_reuses_nor_overwrites(tmp_path: Path):
     other = SPEC.model_copy(update={"traffic": SPEC.traffic.model_copy(update={"seed": 1})})
     fake = world()
     run_sweep(other, PRICES, fake, ResultsFolder(tmp_path), clock=fixed_clock, plots=False)
-    assert len(fake.calls) == 8
+    assert len(fake.calls) == 10
     assert len(list((tmp_path / "runs").iterdir())) == 2
 
 
@@ -170,7 +170,7 @@ def test_grid_after_search_reuses_what_covers_it(tmp_path: Path):
     grid_spec = SPEC.model_copy(update={"search": SPEC.search.model_copy(update={"strategy": "grid"})})
     fake = world()
     report = run_sweep(grid_spec, PRICES, fake, ResultsFolder(tmp_path), clock=fixed_clock, plots=False)
-    assert report.runs_reused == 8 and len(fake.calls) == report.grid_size - 8
+    assert report.runs_reused == 10 and len(fake.calls) == report.grid_size - 10
     assert report.answer.best == "tp4-r3-seqsdef-mbtdef"
 
 
@@ -198,11 +198,11 @@ def test_report_round_trip_and_schema_checks(tmp_path: Path):
     folder = ResultsFolder(tmp_path)
     assert folder.read_report() == report
     raw = json.loads(folder.report_path.read_text())
-    assert raw["kind"] == "serveout.sweep" and raw["schema_version"] == 1
+    assert raw["kind"] == "serveout.sweep" and raw["schema_version"] == 2
     assert raw["answer"]["best"] == "tp4-r3-seqsdef-mbtdef"
-    raw["schema_version"] = 2
+    raw["schema_version"] = 1
     folder.report_path.write_text(json.dumps(raw))
-    with pytest.raises(ResultsFolderError, match="schema version 2"):
+    with pytest.raises(ResultsFolderError, match="schema version 1"):
         folder.read_report()
     folder.report_path.write_text("{}")
     with pytest.raises(ResultsFolderError, match="not a serveout sweep report"):

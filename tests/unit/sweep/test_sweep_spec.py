@@ -42,10 +42,27 @@ def test_every_sweep_spec_loads_with_its_prices(path: Path):
     assert all(space.accelerators(c) <= spec.budget.total for c in space.grid())
 
 
-def test_price_table_ships_every_accelerator_kind():
+def test_price_table_prices_every_example_with_a_source_and_a_date():
     prices = load_price_table(SWEEPS / "prices.yaml")
-    assert set(prices.per_accelerator_hour) == set(AcceleratorKind)
     assert prices.currency == "USD"
+    assert {load_sweep_spec(p).budget.accelerator for p in SPEC_FILES} <= set(prices.per_accelerator_hour)
+    for entry in prices.per_accelerator_hour.values():
+        assert "on-demand list price" in entry.source and entry.as_of.startswith("20")
+
+
+@pytest.mark.parametrize("entry, missing", [
+    ("{per_hour: 0.05, as_of: 2025-01}", "source"),
+    ("{per_hour: 0.05, source: AWS c7i.large list price}", "as_of"),
+    ("{per_hour: 0.05, source: AWS c7i.large list price, as_of: January 2025}", "as_of"),
+    ("0.05", "cpu"),
+])
+def test_a_price_without_its_source_and_date_is_a_config_error(tmp_path: Path, entry: str, missing: str):
+    """Before: a bare number was a price; nothing said where it came from or when."""
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(f"per_accelerator_hour:\n  cpu: {entry}\n")
+    with pytest.raises(SpecError, match=missing) as info:
+        load_price_table(prices)
+    assert "\n" not in str(info.value)  # one line
 
 
 def test_cpu_example_is_this_machine():
@@ -127,7 +144,7 @@ def test_missing_or_broken_files_are_spec_errors(tmp_path: Path):
 
 def test_unpriced_accelerator_is_an_error_listing_priced_ones(tmp_path: Path):
     prices = tmp_path / "prices.yaml"
-    prices.write_text("per_accelerator_hour: {cpu: 0.05}\n")
+    prices.write_text("per_accelerator_hour: {cpu: {per_hour: 0.05, source: a test price, as_of: 2025-01}}\n")
     table = load_price_table(prices)
     with pytest.raises(SpecError, match="priced: cpu"):
         table.hourly(AcceleratorKind.H200)
@@ -157,3 +174,37 @@ def test_every_sweep_spec_runs_through_the_same_code_path(path: Path, tmp_path: 
     assert report.status is ReportStatus.COMPLETE
     assert 1 <= report.runs_needed <= report.grid_size
     assert ResultsFolder(tmp_path).read_report() == report
+
+
+def test_h200_spec_needs_more_than_the_default_client_cap():
+    """Before: the cap was the load tester's 256, not settable from a spec, while
+    Little's law gives ~275 requests in flight at 20 req/s x 13.75 s (TTFT 1 s + 255
+    tokens x 50 ms): points near the SLO hit the cap."""
+    spec = load_sweep_spec(SWEEPS / "h200-llama-70b.yaml")
+    assert spec.request_time_s() == pytest.approx(13.75)
+    at_target = apply_overrides(spec, ["search.extra_rate_factors=[]"])
+    assert at_target.in_flight_needed() == 275
+    assert spec.in_flight_needed() == 344  # the 1.25 extra factor: 25 req/s
+    assert spec.max_concurrency() == 1024
+    with pytest.raises(SpecError, match="max_concurrency 256 is below the ~344 requests in flight"):
+        apply_overrides(spec, ["traffic.profile.max_concurrency=256"])
+    # unset: derived with room to spare (4 x Little's law), never below the load tester's 256
+    derived = apply_overrides(spec, ["traffic.profile.max_concurrency=null"])
+    assert derived.max_concurrency() == 4 * 344
+    assert load_sweep_spec(SWEEPS / "cpu-smollm2.yaml").max_concurrency() == 256
+    busy = apply_overrides(derived, ["traffic.profile.rate_rps=80"])  # ~1375 in flight
+    assert busy.max_concurrency() == 4096  # the load tester's maximum
+    with pytest.raises(SpecError, match="the load tester's cap of 4096 is below the ~6875"):
+        apply_overrides(derived, ["traffic.profile.rate_rps=400"])
+
+
+def test_the_cap_reaches_the_load_tester_and_the_fingerprint():
+    from loadtest.sweep.serveout_measurer import loadtest_command
+
+    spec = load_sweep_spec(SWEEPS / "h200-llama-70b.yaml")
+    cmd = loadtest_command(spec, "http://127.0.0.1:8000", 20.0, 7, Path("/tmp/x"))
+    assert cmd[cmd.index("--profile") + 1] == "poisson:rate=20,burstiness=1,max_concurrency=1024"
+    assert cmd[cmd.index("--seed") + 1] == "7"
+    assert cmd[cmd.index("--slo") + 1] == "ttft_p95=1000ms,tpot_p95=50ms,e2e_p95=15000ms"
+    other = apply_overrides(spec, ["traffic.profile.max_concurrency=2048"])
+    assert measurement_fingerprint(other) != measurement_fingerprint(spec)
