@@ -97,10 +97,13 @@ def build_http_app(
     status: Callable[[], dict],
     keys: KeyRing | None = None,
     metrics_public: bool = False,
+    echo_request_id: bool = True,
 ) -> FastAPI:
     """The gateway's routes over ``service``; ``status`` feeds ``GET /status``.
 
     ``keys`` None: no authentication at all (every request is ``anonymous``).
+    ``echo_request_id`` False behind Ray Serve's proxy, which returns ``X-Request-Id``
+    itself (a second copy would make the header a list).
     """
     app = FastAPI(title="serveout gateway", version="1")
     service.metrics.declare_keys(keys.names if keys else (ANONYMOUS,))
@@ -112,7 +115,7 @@ def build_http_app(
     # Added first, so it runs inside RequestIdMiddleware: a 401 carries X-Request-Id too.
     app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=open_paths(metrics_public=metrics_public),
                        on_refused=refused)
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(RequestIdMiddleware, echo=echo_request_id)
 
     async def body_of(request: Request, model: type[Body]) -> Body:
         return parse_body(await read_body(request, max_body_bytes), model)

@@ -64,6 +64,7 @@ class Gateway:
             status=self._status,
             keys=self._keys,
             metrics_public=self._config.gateway.metrics_public,
+            echo_request_id=False,  # Serve's proxy returns the id it passed us
         )
 
     def _publish_replicas(self, counts: ReplicaCounts) -> None:

@@ -19,10 +19,13 @@ def request_id_from(header_value: str | None) -> str:
 
 
 class RequestIdMiddleware:
-    """Pure ASGI middleware: sets ``request.state.request_id`` and the response header."""
+    """Pure ASGI middleware: sets ``request.state.request_id`` and (``echo``) the
+    response header. Behind Ray Serve's proxy, which takes the client's id (or makes
+    one), passes it in the request and returns it itself, use ``echo=False``."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, *, echo: bool = True) -> None:
         self.app = app
+        self.echo = echo
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -31,6 +34,8 @@ class RequestIdMiddleware:
         raw = headers.get(REQUEST_ID_HEADER.encode())
         request_id = request_id_from(raw.decode("latin-1") if raw is not None else None)
         scope.setdefault("state", {})["request_id"] = request_id
+        if not self.echo:
+            return await self.app(scope, receive, send)
 
         async def send_with_id(message) -> None:
             if message["type"] == "http.response.start":

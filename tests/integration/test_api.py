@@ -123,4 +123,4 @@ def test_request_id_is_returned_and_generated(openai_client):
         extra_headers={"X-Request-Id": "trace-test-1"})
     assert given.headers["x-request-id"] == "trace-test-1"
     made = openai_client.models.with_raw_response.list()
-    assert len(made.headers["x-request-id"]) == 32
+    assert made.headers["x-request-id"] and "," not in made.headers["x-request-id"]

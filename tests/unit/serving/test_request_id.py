@@ -42,3 +42,20 @@ def test_the_id_reaches_the_handler_and_the_response():
     assert given.headers["x-request-id"] == given.json()["seen"] == "req-42"
     assert made.headers["x-request-id"] == made.json()["seen"] and len(made.json()["seen"]) == 32
     assert missing.status_code == 404 and missing.headers["x-request-id"] == "req-43"
+
+
+def test_behind_a_proxy_that_echoes_the_id_it_is_not_added_twice():
+    app = FastAPI()
+    app.add_middleware(RequestIdMiddleware, echo=False)
+
+    @app.get("/echo")
+    async def echo(request: Request):
+        return {"seen": request.state.request_id}
+
+    async def call():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return await client.get("/echo", headers={"X-Request-Id": "req-44"})
+
+    response = asyncio.run(call())
+    assert response.json()["seen"] == "req-44" and "x-request-id" not in response.headers
