@@ -8,6 +8,15 @@
 #   launch.sh status                    on the head
 #   launch.sh stop                      on any VM (`ray stop`: every Ray process of this user)
 #
+# Ray runs with token authentication (RAY_AUTH_MODE=token): `head` creates the token in
+# ~/.ray/auth_token unless one is configured; copy that file to the same path on every
+# worker VM (or set RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH, which Ray reads first). The
+# dashboard listens on the head's loopback only (it accepts job submissions): run
+# `deploy` and `status` on the head, or reach it with `ssh -L 8265:127.0.0.1:8265 HEAD`.
+# Serve's proxy listens on every interface of every VM (port 8000, the gateway with its
+# API keys): firewall the VMs so that clients reach only that port, and the Ray ports
+# (GCS 6379, raylets, object transfer) only from the other VMs.
+#
 # Every VM needs the same Python environment (the serveout package with its GPU or CPU
 # dependencies, e.g. the image of deploy/docker/ or requirements/gpu.lock) and the
 # weights at the same path (the rendered model_path, /models/<model> by default: an NFS
@@ -32,12 +41,21 @@ METRICS_PORT="${METRICS_PORT:-8080}"
 DASHBOARD="${DASHBOARD:-http://127.0.0.1:8265}"
 HEAD_ENGINES="${HEAD_ENGINES:-1}"
 
-# Offline at serve time, for Ray and every process it starts (replicas inherit it).
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_USAGE_STATS_ENABLED=0
+# Offline at serve time, for Ray and every process it starts (replicas inherit it);
+# Ray's token authentication for every Ray process and CLI call.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token
 
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
+}
+
+require_token() {
+  if [[ -z "${RAY_AUTH_TOKEN:-}" && -z "${RAY_AUTH_TOKEN_PATH:-}" && ! -s "$HOME/.ray/auth_token" ]]; then
+    echo "no Ray token on this VM: copy the head's ~/.ray/auth_token to $HOME/.ray/auth_token" \
+      "(or set RAY_AUTH_TOKEN_PATH)" >&2
+    exit 2
+  fi
 }
 
 cmd="${1:-}"
@@ -50,11 +68,14 @@ case "$cmd" in
       0) resources=(--num-cpus=0 --num-gpus=0) ;;
       *) echo "HEAD_ENGINES must be 0 or 1, not '$HEAD_ENGINES'" >&2; exit 2 ;;
     esac
-    exec "$RAY" start --head --port="$GCS_PORT" --dashboard-host=0.0.0.0 \
+    # Creates ~/.ray/auth_token unless a token is configured (prints the token: not shown).
+    "$RAY" get-auth-token --generate >/dev/null
+    exec "$RAY" start --head --port="$GCS_PORT" --dashboard-host=127.0.0.1 \
       --metrics-export-port="$METRICS_PORT" "${resources[@]}" --disable-usage-stats
     ;;
   worker)
     [[ $# -eq 2 ]] || usage
+    require_token
     # GPUs and CPUs are detected; an engine replica's placement group packs its
     # tensor-parallel ranks onto one worker.
     exec "$RAY" start --address="$2:$GCS_PORT" --metrics-export-port="$METRICS_PORT" \

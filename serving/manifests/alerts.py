@@ -1,7 +1,9 @@
 """Prometheus alerting rules of a deployment, with thresholds taken from its config.
 
-* overload: the share of requests the gateway refuses with 429
-  (``serveout_rejected_requests_total`` over ``serveout_requests_total``);
+* overload: the share of requests the gateway refuses with 429 because the server
+  is full (``serveout_rejected_requests_total`` with a reason in
+  :data:`OVERLOAD_REASONS`, over ``serveout_requests_total``); refusals for a key's
+  own ``rpm``, ``tpm`` or ``concurrency`` are that client's quota, not overload;
 * saturation: engine queue depth per ready replica close to the most Serve sends
   one replica (``max_ongoing_per_replica``): every replica is full and new
   requests wait in the gateway;
@@ -20,6 +22,10 @@ from serving.config.model_spec import AcceleratorKind
 from serving.config.stack import StackConfig
 from serving.manifests.promql import Selectors
 
+OVERLOAD_REASONS = ("overloaded", "fair_share")
+"""Refusal reasons that mean the server is full: the admission bound, or a key's fair
+share of it (``serving.gateway.admission``). The gateway also counts ``rpm``, ``tpm``
+and ``concurrency`` there: a key's own limits."""
 REJECTED_SHARE = 0.05
 """Alert when more than this share of requests is refused for :data:`OVERLOAD_FOR`."""
 OVERLOAD_FOR = "5m"
@@ -35,17 +41,19 @@ def alert_rule_groups(config: StackConfig) -> list[dict]:
     labels = {"service": "serveout", "model": config.model.name}
     load_for = "20m" if config.model.accelerator is not AcceleratorKind.CPU else "10m"
     saturated = SATURATION * config.max_ongoing_per_replica
+    overload = s.gateway(regex={"reason": "|".join(OVERLOAD_REASONS)})
     rules = [
         _rule(
             "ServeoutOverloaded",
-            f"sum(rate(serveout_rejected_requests_total{s.gateway()}[5m]))"
+            f"sum(rate(serveout_rejected_requests_total{overload}[5m]))"
             f" / sum(rate(serveout_requests_total{s.gateway()}[5m])) > {REJECTED_SHARE}",
             OVERLOAD_FOR, "warning", labels,
             "{{ $value | humanizePercentage }} of requests to " + config.model.name
-            + " are refused with 429",
+            + " are refused with 429 because the server is full",
             f"The gateway's admission bound (gateway.max_in_flight={config.gateway.max_in_flight}) "
             "is full. Add replicas (or raise autoscaling.max_replicas) or raise the bound if "
-            "the engines have headroom.",
+            "the engines have headroom. Refusals for an API key's own rpm/tpm/concurrency "
+            "limits are not counted here.",
         ),
         _rule(
             "ServeoutQueueSaturated",
@@ -69,7 +77,8 @@ def alert_rule_groups(config: StackConfig) -> list[dict]:
             f"absent(serveout_replicas{s.gateway()})",
             "5m", "critical", labels,
             "no metrics from the serveout gateway of " + config.model.name,
-            "The gateway is down or Prometheus no longer scrapes it.",
+            "The gateway is down, Prometheus no longer scrapes it, or the scrape is refused "
+            "(401: Prometheus' metrics-key missing from the keys file or the Secret).",
         ),
     ]
     if not (config.autoscaling.enabled and config.autoscaling.min_replicas == 0):

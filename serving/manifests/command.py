@@ -4,8 +4,11 @@
 
 The StackConfig is built exactly as ``serving up`` builds it (model spec, stack
 file, the spec's engine settings as the base), except that ``model_path`` comes
-from the target's weights volume (``<mount_path>/<model>``) and the gateway
-listens on all interfaces unless the stack file says otherwise.
+from the target's weights volume (``<mount_path>/<model>``), the gateway listens on
+the pod's interfaces (``0.0.0.0``: the gateway Service forwards to the pods' IPs)
+unless the stack file says otherwise, and a target naming ``api_keys_secret`` sets
+``gateway.api_keys_file`` to where that Secret is mounted, unless the stack file
+sets its own path.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, rea
 from serving.config.model_spec import ModelCatalog
 from serving.config.stack import StackConfig
 from serving.errors import ConfigError
+from serving.manifests.access import DEFAULT_KEYS_FILE
 from serving.manifests.target import ClusterTarget
 from serving.manifests.writer import write_manifests
 
@@ -43,12 +47,16 @@ def load_cluster_target(path: Path) -> ClusterTarget:
 
 def cluster_stack_config(model: str | None, stack_file: Path | None, target: ClusterTarget,
                          catalog: ModelCatalog) -> StackConfig:
-    """The StackConfig to render: like ``serving up``'s, with the target's weights path."""
+    """The StackConfig to render: like ``serving up``'s, with the target's weights path
+    (and keys file path, when the target names a keys Secret)."""
     data = read_stack_file(stack_file) if stack_file else {}
     if model:
         data["model"] = model
     name = catalog.get(data.get("model") or DEFAULT_MODEL).name
-    data = merge(CLUSTER_DEFAULTS, data)
+    defaults = CLUSTER_DEFAULTS
+    if target.api_keys_secret:
+        defaults = merge(defaults, {"gateway": {"api_keys_file": str(DEFAULT_KEYS_FILE)}})
+    data = merge(defaults, data)
     data.pop("model_path", None)  # the target's volume decides where weights live
     return build_stack_config(data, catalog=catalog, model_path=target.weights.model_path(name))
 

@@ -3,8 +3,9 @@
 Rows: traffic (requests by status, rejections, TTFT and latency quantiles, tokens/s,
 in-flight against the admission bound), replicas and queue, engines per replica
 (waiting, running, KV cache, prefix-cache hit rate, tokens/s), routing (decisions,
-requests per replica) and Ray nodes (CPU, and GPU use on GPU specs). Every query
-is filtered to this deployment; the data source is a dashboard variable.
+requests per replica), API keys (per key, when the gateway has keys) and Ray nodes
+(CPU, and GPU use on GPU specs). Every query is filtered to this deployment; the
+data source is a dashboard variable.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def _rows(config: StackConfig, s: Selectors) -> list[tuple[str, list[Panel]]]:
             f"sum by (status) (rate(serveout_requests_total{g}[1m]))", "{{status}}"),), "reqps"),
         Panel("Rejections/s by reason", (Query(
             f"sum by (reason) (rate(serveout_rejected_requests_total{g}[1m]))", "{{reason}}"),),
-            "reqps", "Requests refused by admission control (429)."),
+            "reqps", "Requests refused with 429: overloaded / fair_share (the server is full), "
+            "rpm / tpm / concurrency (an API key's own limits)."),
         Panel("Time to first token", _quantiles("serveout_time_to_first_token_seconds", g), "s"),
         Panel("Request latency", _quantiles("serveout_request_latency_seconds", g), "s"),
         Panel("Tokens/s", (
@@ -182,8 +184,29 @@ def _rows(config: StackConfig, s: Selectors) -> list[tuple[str, list[Panel]]]:
                                             "{{pod}} gpu {{GpuIndex}}"),), "bytes",
                   "Ray reports GPU memory in MiB; shown in bytes (IEC units)."),
         ]
-    return [("Traffic", traffic), ("Replicas and queue", replicas), ("Engines", engines),
-            ("Routing", routing), ("Ray nodes", nodes)]
+    rows = [("Traffic", traffic), ("Replicas and queue", replicas), ("Engines", engines),
+            ("Routing", routing)]
+    if config.gateway.api_keys_file is not None:
+        rows.append(("API keys", _key_panels(r)))
+    return rows + [("Ray nodes", nodes)]
+
+
+def _key_panels(r: str) -> list[Panel]:
+    """Per-key series carry no ``model`` label: they are selected by the scrape's ``rayservice``."""
+    return [
+        Panel("Requests/s per API key", (Query(
+            f"sum by (key, status) (rate(serveout_key_requests_total{r}[1m]))",
+            "{{key}} {{status}}"),), "reqps"),
+        Panel("429s/s per API key", (Query(
+            f"sum by (key, reason) (rate(serveout_key_rejected_requests_total{r}[1m]))",
+            "{{key}} {{reason}}"),), "reqps", "Refusals by reason: a key's own limits or its fair share."),
+        Panel("Tokens/s per API key", (Query(
+            f"sum by (key, kind) (rate(serveout_key_tokens_total{r}[1m]))", "{{key}} {{kind}}"),),
+            "short"),
+        Panel("Authentication failures/s", (Query(
+            f"sum by (reason) (rate(serveout_auth_failures_total{r}[1m]))", "{{reason}}"),),
+            "reqps", "401s: no key (missing) or an unknown key (invalid)."),
+    ]
 
 
 def _timeseries(panel: Panel, panel_id: int, grid: dict) -> dict:

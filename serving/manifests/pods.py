@@ -3,12 +3,14 @@
 Both run the same serveout image and mount the weights claim read-only at the
 target's mount path: the engines load weights from it and the gateway (on any
 node, usually the head) loads the tokenizer from it. Nothing reaches a model hub
-at serve time (``HF_HUB_OFFLINE=1``).
+at serve time (``HF_HUB_OFFLINE=1``). Both run Ray with token authentication and,
+when the gateway has API keys, mount the keys Secret read-only (:mod:`.access`).
 """
 
 from __future__ import annotations
 
 from serving.config.stack import StackConfig
+from serving.manifests.access import KeysMount, keys_mount, ray_auth_env
 from serving.manifests.naming import (
     CLIENT_PORT,
     DASHBOARD_PORT,
@@ -25,6 +27,7 @@ from serving.manifests.target import ClusterTarget, Placement
 
 WEIGHTS_VOLUME = "model-weights"
 SHM_VOLUME = "dshm"
+SHM_PATH = "/dev/shm"
 
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -62,20 +65,27 @@ def worker_pod_template(config: StackConfig, target: ClusterTarget, plan: Worker
 
 def _container(name: str, config: StackConfig, target: ClusterTarget, ports: list[dict],
                resources: dict) -> dict:
+    mounts = [
+        {"name": WEIGHTS_VOLUME, "mountPath": str(target.weights.mount_path), "readOnly": True},
+        {"name": SHM_VOLUME, "mountPath": SHM_PATH},
+    ]
+    if keys := _keys_mount(config, target):
+        mounts.append(keys.volume_mount())
     return {
         "name": name,
         "image": target.image,
         "imagePullPolicy": target.image_pull_policy,
-        "env": [{"name": k, "value": v} for k, v in OFFLINE_ENV.items()],
+        "env": [{"name": k, "value": v} for k, v in OFFLINE_ENV.items()] + ray_auth_env(target),
         "ports": ports,
         "resources": resources,
-        "volumeMounts": [
-            {"name": WEIGHTS_VOLUME, "mountPath": str(target.weights.mount_path), "readOnly": True},
-            {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
-        ],
+        "volumeMounts": mounts,
         # KubeRay's samples stop Ray before the pod goes away (drains the raylet).
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}},
     }
+
+
+def _keys_mount(config: StackConfig, target: ClusterTarget) -> KeysMount | None:
+    return keys_mount(config, target, other_mounts=[str(target.weights.mount_path), SHM_PATH])
 
 
 def _template(config: StackConfig, component: str, container: dict, target: ClusterTarget,
@@ -90,6 +100,8 @@ def _template(config: StackConfig, component: str, container: dict, target: Clus
             {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}},
         ],
     }
+    if keys := _keys_mount(config, target):
+        spec["volumes"].append(keys.volume())
     if placement.node_selector:
         spec["nodeSelector"] = dict(placement.node_selector)
     if placement.tolerations:

@@ -16,11 +16,18 @@ What is scraped:
 Flavours: a plain ``prometheus.yml`` (Kubernetes pod discovery) plus its rule
 file, and prometheus-operator resources (two ``PodMonitor`` s and a
 ``PrometheusRule``) for kube-prometheus-stack installs.
+
+With API keys and ``gateway.metrics_public`` false the gateway's ``/metrics`` needs
+a key: both flavours send ``metrics-key`` of the keys Secret as a bearer token (the
+plain config reads it from :data:`SECRETS_DIR` ``/<secret>/metrics-key``, where
+prometheus-operator's ``Prometheus.spec.secrets`` mounts a Secret; the PodMonitor
+names the Secret itself). Ray's metrics port needs no credentials.
 """
 
 from __future__ import annotations
 
 from serving.config.stack import StackConfig
+from serving.manifests.access import METRICS_KEY, metrics_key_secret
 from serving.manifests.alerts import alert_rule_groups
 from serving.manifests.naming import (
     HEAD_COMPONENT,
@@ -38,6 +45,7 @@ RULES_FILE = "serveout-rules.yml"
 OPERATOR_API = "monitoring.coreos.com/v1"
 GATEWAY_JOB = "serveout-gateway"
 RAY_JOB = "serveout-ray-nodes"
+SECRETS_DIR = "/etc/prometheus/secrets"
 
 _INSTANCE_META = "__meta_kubernetes_pod_label_app_kubernetes_io_instance"
 
@@ -62,17 +70,18 @@ def render_prometheus(config: StackConfig, target: ClusterTarget) -> dict:
 
 def _scrape_config(config: StackConfig, target: ClusterTarget) -> dict:
     interval = f"{target.prometheus.scrape_interval_s}s"
-    gateway = f"{gateway_service_name(config)}.{target.namespace}.svc:{config.gateway.port}"
+    address = f"{gateway_service_name(config)}.{target.namespace}.svc:{config.gateway.port}"
+    gateway: dict = {"job_name": GATEWAY_JOB, "metrics_path": "/metrics"}
+    if secret := metrics_key_secret(config, target):
+        gateway["authorization"] = {"type": "Bearer",
+                                    "credentials_file": f"{SECRETS_DIR}/{secret}/{METRICS_KEY}"}
+    gateway["static_configs"] = [{"targets": [address],
+                                  "labels": {RAYSERVICE_LABEL: resource_name(config)}}]
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [RULES_FILE],
         "scrape_configs": [
-            {
-                "job_name": GATEWAY_JOB,
-                "metrics_path": "/metrics",
-                "static_configs": [{"targets": [gateway],
-                                    "labels": {RAYSERVICE_LABEL: resource_name(config)}}],
-            },
+            gateway,
             {
                 "job_name": RAY_JOB,
                 "metrics_path": "/metrics",
@@ -121,6 +130,15 @@ def _ray_nodes_monitor(config: StackConfig, target: ClusterTarget) -> dict:
 
 
 def _gateway_monitor(config: StackConfig, target: ClusterTarget) -> dict:
+    endpoint: dict = {
+        "port": SERVE_PORT_NAME,
+        "path": "/metrics",
+        "interval": f"{target.prometheus.scrape_interval_s}s",
+    }
+    if secret := metrics_key_secret(config, target):
+        endpoint["authorization"] = {"type": "Bearer",
+                                     "credentials": {"name": secret, "key": METRICS_KEY}}
+    endpoint["relabelings"] = [_rayservice_relabel()]
     return {
         "apiVersion": OPERATOR_API,
         "kind": "PodMonitor",
@@ -128,12 +146,7 @@ def _gateway_monitor(config: StackConfig, target: ClusterTarget) -> dict:
         "spec": {
             "selector": {"matchLabels": selector_labels(config, HEAD_COMPONENT)},
             "namespaceSelector": {"matchNames": [target.namespace]},
-            "podMetricsEndpoints": [{
-                "port": SERVE_PORT_NAME,
-                "path": "/metrics",
-                "interval": f"{target.prometheus.scrape_interval_s}s",
-                "relabelings": [_rayservice_relabel()],
-            }],
+            "podMetricsEndpoints": [endpoint],
         },
     }
 

@@ -17,10 +17,12 @@ RAYSERVICE_LABEL = "rayservice"
 """Target label naming the RayService a Ray node belongs to (added by relabelling)."""
 
 
-def matchers(**labels: str) -> str:
-    """``{a="x",b="y"}`` with values escaped for PromQL string literals."""
-    body = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-    return "{" + body + "}"
+def matchers(*, regex: dict[str, str] | None = None, **labels: str) -> str:
+    """``{a="x",b="y",c=~"p|q"}`` with values escaped for PromQL string literals;
+    ``regex`` holds the regular-expression matchers."""
+    body = [f'{k}="{_escape(v)}"' for k, v in labels.items()]
+    body += [f'{k}=~"{_escape(v)}"' for k, v in (regex or {}).items()]
+    return "{" + ",".join(body) + "}"
 
 
 def _escape(value: str) -> str:
@@ -39,14 +41,15 @@ class Selectors:
     def of(cls, config: StackConfig) -> "Selectors":
         return cls(config.model.name, engine_deployment_label(config), resource_name(config))
 
-    def gateway(self, **extra: str) -> str:
+    def gateway(self, *, regex: dict[str, str] | None = None, **extra: str) -> str:
         """Gateway metrics (``serveout_requests_total`` and friends) of this model."""
-        return matchers(model=self.model, **extra)
+        return matchers(model=self.model, regex=regex, **extra)
 
     def engine(self) -> str:
         """Routing and per-replica engine metrics of this deployment."""
         return matchers(deployment=self.deployment)
 
     def ray(self) -> str:
-        """Ray's node metrics of this RayService's pods."""
+        """Series scraped from this RayService's pods: Ray's node metrics, and the
+        gateway's per-key metrics (which carry no ``model`` label)."""
         return matchers(**{RAYSERVICE_LABEL: self.rayservice})

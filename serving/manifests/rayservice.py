@@ -14,6 +14,19 @@ here (no Kubernetes on the project's machines):
   target sets it.
 * Ray's GPU count is not set in ``rayStartParams``: KubeRay derives ``num-gpus``
   from the container's ``nvidia.com/gpu`` limit and ``num-cpus`` from its CPU limit.
+* ``rayClusterConfig.authOptions`` (token mode, the target's Secret) needs KubeRay
+  >= 1.6 (``secretName``); see :mod:`.access`.
+
+Exposure: the dashboard cannot move to loopback or be turned off here, because
+KubeRay posts ``serveConfigV2`` to it and polls Serve's status through the head
+Service (``http://<head service>:8265``). So it listens on the pod's interfaces
+(``dashboard-host: 0.0.0.0`` inside the pod's network namespace), and what keeps it
+private is Ray's token (job submission needs it), the head Service being
+``ClusterIP`` and the NetworkPolicy (:mod:`.network_policy`) letting only the Ray
+pods and the KubeRay operator's namespace reach it. Serve's HTTP proxy must listen
+on the pod's interfaces too (``gateway.host: 0.0.0.0``): the gateway Service
+(``serveService``, ``ClusterIP`` unless the target says otherwise) forwards to the
+pods' IPs, and it is the one way in meant for clients.
 
 Queue-depth autoscaling is two loops, both driven by the rendered config: Ray Serve
 sets the engine replica count with serveout's policy (``autoscaling_config`` in
@@ -28,6 +41,7 @@ them, and nothing else is needed.
 from __future__ import annotations
 
 from serving.config.stack import StackConfig
+from serving.manifests.access import ray_auth_options
 from serving.manifests.naming import (
     GATEWAY_COMPONENT,
     METRICS_PORT,
@@ -44,6 +58,8 @@ from serving.manifests.yaml_text import to_yaml
 
 API_VERSION = "ray.io/v1"
 WORKER_GROUP = "engines"
+HEAD_SERVICE_TYPE = "ClusterIP"
+"""The head Service (GCS, dashboard, Ray Client) is never exposed outside the cluster."""
 
 
 def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
@@ -52,9 +68,11 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
     cluster: dict = {
         "rayVersion": target.ray_version,
         "enableInTreeAutoscaling": plan.autoscaling,
+        "authOptions": ray_auth_options(target),
         "headGroupSpec": {
-            "serviceType": "ClusterIP",
+            "serviceType": HEAD_SERVICE_TYPE,
             "rayStartParams": {
+                # KubeRay reaches the dashboard through the head Service (module docstring).
                 "dashboard-host": "0.0.0.0",
                 # No engine on the head: it keeps the GCS and Serve controller
                 # responsive; the gateway (num_cpus=0) may still run there.

@@ -15,6 +15,8 @@ Example (``deploy/targets/h200-3x8.yaml``)::
              node_selector: {nvidia.com/gpu.product: NVIDIA-H200}}
     head: {cpus: 16, memory_gib: 64, node_selector: {serveout.io/pool: cpu}}
     weights: {claim_name: serveout-models, mount_path: /models}
+    ray_token_secret: serveout-ray-token     # Secrets created beforehand, never rendered
+    api_keys_secret: serveout-api-keys
 
 On a GPU target the Ray head needs a node besides the ``worker_nodes`` GPU nodes
 (3 x 8 H200 is four nodes): engine pods split a GPU node's CPUs and memory among
@@ -36,6 +38,7 @@ RAY_VERSION = "2.60.0"
 """The Ray version of the image (``pyproject.toml`` pins ``ray[serve]==2.60.0``)."""
 
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_SECRET_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 
 
 class Toleration(Strict):
@@ -142,6 +145,22 @@ class ClusterTarget(Strict):
         "twice the GPUs while both run)",
     )
     prometheus: PrometheusSpec = PrometheusSpec()
+    ray_token_secret: str = Field(
+        "serveout-ray-token", pattern=_SECRET_NAME,
+        description="Secret (key 'auth_token', created beforehand) holding Ray's token: every "
+        "Ray pod runs with RAY_AUTH_MODE=token, and KubeRay reads it to reach the dashboard",
+    )
+    api_keys_secret: str | None = Field(
+        None, pattern=_SECRET_NAME,
+        description="Secret (created beforehand) holding the gateway's keys file under 'keys.txt' "
+        "(and Prometheus' key under 'metrics-key'), mounted read-only into every Ray pod; "
+        "None = no API keys",
+    )
+    kuberay_namespace: str = Field(
+        "default", pattern=_DNS_LABEL,
+        description="namespace of the KubeRay operator: the only one, besides the Ray pods "
+        "themselves, the NetworkPolicy lets reach the dashboard port",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -3,6 +3,7 @@
 Layout of an output folder::
 
     rayservice.yaml                 KubeRay RayService (+ the gateway Service)
+    network-policy.yaml             who may reach the Ray pods (serve + metrics ports: anyone)
     weights-job.yaml                Job preparing the weights on the volume (run once)
     serve-config.yaml               Serve config for bare VMs (`serve deploy`)
     prometheus/prometheus.yml       plain Prometheus scrape config ...
@@ -17,7 +18,9 @@ import json
 from pathlib import Path
 
 from serving.config.stack import StackConfig
+from serving.manifests.access import KEYS_FILE_KEY, METRICS_KEY, RAY_TOKEN_KEY, keys_secret
 from serving.manifests.grafana import render_grafana_dashboard
+from serving.manifests.network_policy import render_network_policy
 from serving.manifests.prometheus import RULES_FILE, render_prometheus
 from serving.manifests.rayservice import render_rayservice
 from serving.manifests.serve_config import render_serve_config
@@ -46,12 +49,24 @@ def _nodes_note(target: ClusterTarget) -> str:
     return note + ".\n"
 
 
+def _secrets_note(config: StackConfig, target: ClusterTarget) -> str:
+    """The Secrets to create before applying (comment lines; never rendered themselves)."""
+    note = (f"# Secrets to create first (deploy/README.md): {target.ray_token_secret} "
+            f"(key {RAY_TOKEN_KEY}: Ray's token)")
+    if secret := keys_secret(config, target):
+        note += f", {secret} (key {KEYS_FILE_KEY}: the API keys file"
+        note += ")" if config.gateway.metrics_public else f"; key {METRICS_KEY}: Prometheus' key)"
+    return note + ".\n"
+
+
 def render_files(config: StackConfig, target: ClusterTarget) -> dict[str, str]:
     """Every output file as ``{relative path: text}`` (pure; what :func:`write_manifests` writes)."""
     head = _header(config, target)
     prometheus = render_prometheus(config, target)
     return {
-        "rayservice.yaml": head + _nodes_note(target) + to_yaml(render_rayservice(config, target)),
+        "rayservice.yaml": head + _nodes_note(target) + _secrets_note(config, target)
+        + to_yaml(render_rayservice(config, target)),
+        "network-policy.yaml": head + to_yaml(render_network_policy(config, target)),
         "weights-job.yaml": head + to_yaml(render_weights_job(config, target)),
         "serve-config.yaml": head + to_yaml(render_serve_config(config)),
         "prometheus/prometheus.yml": head + to_yaml(prometheus["scrape_config"]),

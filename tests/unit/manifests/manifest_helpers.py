@@ -7,6 +7,7 @@ from pathlib import Path
 from serving.config.loading import build_stack_config
 from serving.config.model_spec import AcceleratorKind, ModelCatalog, ModelSpec
 from serving.config.stack import StackConfig
+from serving.manifests.access import DEFAULT_KEYS_FILE
 from serving.manifests.command import load_cluster_target
 from serving.manifests.target import ClusterTarget
 
@@ -24,9 +25,12 @@ def target_for(spec: ModelSpec) -> ClusterTarget:
 
 
 def cluster_config(spec: ModelSpec, target: ClusterTarget, **overrides) -> StackConfig:
-    """A StackConfig for ``spec`` on ``target`` (two replicas unless overridden)."""
+    """A StackConfig for ``spec`` on ``target`` (two replicas unless overridden; the keys
+    file where ``serving render`` puts it when the target names a keys Secret)."""
     data: dict = {"model": spec.name, "gateway": {"host": "0.0.0.0"},
                   "replicas": {"num_replicas": 2}}
+    if target.api_keys_secret:
+        data["gateway"]["api_keys_file"] = str(DEFAULT_KEYS_FILE)
     if spec.accelerator is AcceleratorKind.CPU:
         data["replicas"]["cpus_per_rank"] = 2 // spec.tensor_parallel_size or 1
     for key, value in overrides.items():

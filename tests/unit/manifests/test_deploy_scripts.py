@@ -51,6 +51,56 @@ def test_bare_metal_head_can_be_dedicated():
     assert bad.returncode == 2 and "HEAD_ENGINES" in bad.stderr and bad.stdout == ""
 
 
+def _fake_ray(tmp_path) -> str:
+    """A fake `ray` that records its arguments and the auth mode it was started with."""
+    fake = tmp_path / "fake-ray"
+    fake.write_text('#!/bin/sh\necho "RAY_AUTH_MODE=${RAY_AUTH_MODE:-unset} $*"\n')
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def test_bare_metal_head_runs_token_auth_with_the_dashboard_on_loopback(tmp_path):
+    """The dashboard accepts job submissions: on a VM it must not listen on 0.0.0.0, and
+    Ray must require its token."""
+    run = _head_start(RAY=_fake_ray(tmp_path), HOME=str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    (start,) = run.stdout.splitlines()  # the token command prints nothing (it would print the token)
+    args = start.split()
+    assert args[:3] == ["RAY_AUTH_MODE=token", "start", "--head"]
+    assert "--dashboard-host=127.0.0.1" in args and "0.0.0.0" not in start
+
+
+def test_bare_metal_head_creates_the_token_it_needs(tmp_path):
+    log = tmp_path / "calls"
+    fake = tmp_path / "fake-ray"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    fake.chmod(0o755)
+    assert _head_start(RAY=str(fake)).returncode == 0
+    assert log.read_text().splitlines() == [
+        "get-auth-token --generate",
+        "start --head --port=6379 --dashboard-host=127.0.0.1 --metrics-export-port=8080 --disable-usage-stats"]
+
+
+def _worker_start(tmp_path, **env: str) -> subprocess.CompletedProcess:
+    import os
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
+    return subprocess.run(["bash", str(DEPLOY / "bare-metal" / "launch.sh"), "worker", "10.0.0.10"],
+                          capture_output=True, text=True,
+                          env={**clean, "RAY": _fake_ray(tmp_path), "HOME": str(tmp_path), **env})
+
+
+def test_bare_metal_worker_needs_the_heads_token(tmp_path):
+    missing = _worker_start(tmp_path)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert "auth_token" in missing.stderr and missing.stderr.count("\n") == 1
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("token-copied-from-the-head")
+    joined = _worker_start(tmp_path)
+    assert joined.returncode == 0
+    assert joined.stdout.split()[:3] == ["RAY_AUTH_MODE=token", "start", "--address=10.0.0.10:6379"]
+
+
 @pytest.mark.parametrize("path", sorted((DEPLOY / "kind").glob("*.yaml")), ids=lambda p: p.name)
 def test_static_yaml_parses(path):
     assert all(doc for doc in yaml.safe_load_all(path.read_text()))

@@ -120,3 +120,15 @@ def test_gpu_memory_panel_shows_bytes_from_mib(h200):
     assert referenced_metrics(target["expr"]) == {"ray_node_gram_used"}
     assert target["expr"].endswith(" * 1048576"), "MiB -> bytes"
     assert panel["fieldConfig"]["defaults"]["unit"] == "bytes"  # Grafana's IEC bytes (not decmbytes = 10^6)
+
+
+def test_api_key_panels_only_when_the_gateway_has_keys(config):
+    dashboard = _dashboard(config)
+    titles = {p["title"] for p in dashboard["panels"]}
+    has_keys = config.gateway.api_keys_file is not None
+    assert ("Requests/s per API key" in titles) is has_keys
+    assert ("API keys" in titles) is has_keys
+    if has_keys:
+        used = set().union(*(referenced_metrics(t["expr"]) for t in _targets(dashboard)))
+        assert {"serveout_key_requests_total", "serveout_key_rejected_requests_total",
+                "serveout_auth_failures_total"} <= used

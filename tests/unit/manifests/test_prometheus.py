@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from manifest_helpers import CATALOG, cluster_config, promql_parser
 
@@ -128,3 +130,106 @@ def test_referenced_metrics(expr, expected):
 def test_an_unknown_metric_name_is_caught():
     assert not referenced_metrics("rate(serveout_request_total[5m])") <= KNOWN
     assert "serveout_request_latency_seconds" not in KNOWN  # histogram: only _bucket/_sum/_count
+
+
+def _gateway_scrapes(config, target) -> tuple[dict, dict]:
+    """The gateway's job of the plain config and its PodMonitor endpoint."""
+    prom = render_prometheus(config, target)
+    (job,) = [j for j in prom["scrape_config"]["scrape_configs"] if j["job_name"] == "serveout-gateway"]
+    (endpoint,) = prom["operator_resources"][1]["spec"]["podMetricsEndpoints"]
+    return job, endpoint
+
+
+def test_gateway_is_scraped_with_a_key_whenever_its_metrics_need_one(config, target):
+    """With API keys and metrics_public false /metrics answers 401 without a key: a
+    scrape without credentials loses every serveout_* series."""
+    job, endpoint = _gateway_scrapes(config, target)
+    needs_key = config.gateway.api_keys_file is not None and not config.gateway.metrics_public
+    assert ("authorization" in job) is needs_key and ("authorization" in endpoint) is needs_key
+    if needs_key:
+        secret = target.api_keys_secret
+        assert job["authorization"] == {
+            "type": "Bearer", "credentials_file": f"/etc/prometheus/secrets/{secret}/metrics-key"}
+        assert endpoint["authorization"] == {
+            "type": "Bearer", "credentials": {"name": secret, "key": "metrics-key"}}
+
+
+def test_keyed_and_public_metrics_are_both_rendered(h200):
+    """Both branches of the check above: the H200 example has keys; metrics_public opts out."""
+    spec = CATALOG.get("llama-3.1-8b-instruct")
+    assert "authorization" in _gateway_scrapes(cluster_config(spec, h200), h200)[0]
+    public = cluster_config(spec, h200, gateway={"metrics_public": True})
+    job, endpoint = _gateway_scrapes(public, h200)
+    assert "authorization" not in job and "authorization" not in endpoint
+
+
+def test_ray_nodes_need_no_credentials(config, target):
+    prom = render_prometheus(config, target)
+    (job,) = [j for j in prom["scrape_config"]["scrape_configs"] if j["job_name"] == "serveout-ray-nodes"]
+    assert "authorization" not in job
+    assert "authorization" not in prom["operator_resources"][0]["spec"]["podMetricsEndpoints"][0]
+
+
+def _refusals() -> list[Exception]:
+    """One refusal of each kind, from the gateway's real admission and rate-limit code."""
+    from serving.config.stack import KeyLimits
+    from serving.errors import OverloadedError
+    from serving.gateway.admission import AdmissionController
+    from serving.gateway.api_keys import Caller
+    from serving.gateway.key_limits import KeyRateLimiter
+
+    def refused(attempt) -> Exception:
+        with pytest.raises(OverloadedError) as info:
+            attempt()
+        return info.value
+
+    full = AdmissionController(1)
+    full.admit("a")
+    shared = AdmissionController(2, clock=lambda: 0.0)
+    shared.admit("a")
+    shared.admit("b")
+    own = AdmissionController(10)
+    own.admit("a", concurrency=1)
+    limiter = KeyRateLimiter(clock=lambda: 0.0)
+    per_minute = Caller("a", KeyLimits(rpm=1))
+    limiter.admit(per_minute)
+    tokens = Caller("b", KeyLimits(tpm=10))
+    limiter.admit(tokens).reserve_tokens(10)
+    return [refused(lambda: full.admit("a")),  # the bound
+            refused(lambda: shared.admit("a")),  # a's fair share while b is active
+            refused(lambda: own.admit("a", concurrency=1)),
+            refused(lambda: limiter.admit(per_minute)),
+            refused(lambda: limiter.admit(tokens).reserve_tokens(10))]
+
+
+_MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _counted(expr: str, metric: str, labels: dict[str, str]) -> bool:
+    """Whether ``metric``'s selector in ``expr`` selects a series with ``labels``
+    (PromQL regexes are anchored at both ends)."""
+    (body,) = re.findall(re.escape(metric) + r"\{([^}]*)\}", expr)
+    checks = {"=": lambda v, a: a == v, "!=": lambda v, a: a != v,
+              "=~": lambda v, a: re.fullmatch(v, a) is not None, "!~": lambda v, a: re.fullmatch(v, a) is None}
+    return all(checks[op](value, labels.get(name, "")) for name, op, value in _MATCHER.findall(body))
+
+
+def test_overload_alert_counts_only_refusals_of_a_full_server(config, target):
+    """serveout_rejected_requests_total also counts a key's own rpm/tpm/concurrency
+    refusals: those are the client's quota, and must not page anyone as overload."""
+    from serving.errors import RateLimitedError
+
+    refusals = _refusals()
+    server_full = {e.reason for e in refusals if not isinstance(e, RateLimitedError)}
+    assert server_full == {"overloaded", "fair_share"}
+    assert {e.reason for e in refusals} - server_full == {"concurrency", "rpm", "tpm"}
+    (rule,) = [r for r in _rules(config, target) if r["alert"] == "ServeoutOverloaded"]
+    counted = {e.reason for e in refusals if _counted(
+        rule["expr"], "serveout_rejected_requests_total", {"model": config.model.name, "reason": e.reason})}
+    assert counted == server_full
+
+
+def test_an_unfiltered_overload_alert_is_detected():
+    """The check above can fail: the expression used before API keys counts every reason."""
+    old = 'sum(rate(serveout_rejected_requests_total{model="m"}[5m])) / sum(rate(serveout_requests_total{model="m"}[5m]))'
+    assert _counted(old, "serveout_rejected_requests_total", {"model": "m", "reason": "rpm"})
