@@ -3,7 +3,8 @@
 :class:`SSEDecoder` turns arbitrary byte chunks into events following the WHATWG
 rules (any line ending, comments, multi-line ``data``, split UTF-8). :class:`StreamTimer`
 consumes the events of one OpenAI stream with their arrival times and yields the
-request's TTFT, inter-chunk gaps, usage and mid-stream error.
+request's TTFT, inter-chunk gaps, usage and mid-stream error. :class:`StreamReader` joins
+the two with a fast path for the usual ``data: {json}`` + blank line shape.
 """
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ from __future__ import annotations
 import codecs
 import json
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import msgspec
 
 from loadtest.errors import ParseError
+
+_decode_json = msgspec.json.Decoder().decode
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,16 @@ class SSEDecoder:
             events.append(event)
         return events
 
+    def bypass(self) -> bool:
+        """Whether a whole line may skip this decoder: nothing (line, field, data, UTF-8
+        byte) is pending. If so the stream counts as started (a later BOM is kept)."""
+        if self._buffer or self._data or self._event is not None or self._pending_cr:
+            return False
+        if self._text.getstate()[0]:
+            return False
+        self._first = False
+        return True
+
     def _line(self, line: str) -> SSEEvent | None:
         if line == "":
             if not self._data:
@@ -115,9 +131,8 @@ class Usage:
     completion_tokens: int | None
 
 
-@dataclass(frozen=True)
-class ChunkInfo:
-    """What one ``data:`` payload of an OpenAI stream carries."""
+class ChunkInfo(NamedTuple):
+    """What one ``data:`` payload of an OpenAI stream carries (a tuple: cheap to build)."""
 
     done: bool = False
     text: str = ""
@@ -137,10 +152,30 @@ def parse_chunk(data: str) -> ChunkInfo:
         raise ParseError(f"stream chunk is not JSON: {data[:120]!r}") from exc
     if not isinstance(body, dict):
         raise ParseError(f"stream chunk is not a JSON object: {data[:120]!r}")
-    error = _error_text(body)
-    if error is not None:
-        return ChunkInfo(error=error)
-    choices = body.get("choices") or []
+    return _interpret(body)
+
+
+def parse_chunk_bytes(data: bytes) -> ChunkInfo:
+    """:func:`parse_chunk` of ``data`` decoded as UTF-8 (errors replaced), with the same
+    result, but a JSON object is decoded by msgspec straight from the bytes; anything
+    msgspec refuses or that is not an object takes the :func:`parse_chunk` route."""
+    try:
+        body = _decode_json(data)
+    except msgspec.MsgspecError:
+        body = None
+    if not isinstance(body, dict):
+        return parse_chunk(data.decode("utf-8", "replace"))
+    return _interpret(body)
+
+
+def _interpret(body: dict) -> ChunkInfo:
+    if "error" in body or body.get("object") == "error":
+        error = _error_text(body)
+        if error is not None:
+            return ChunkInfo(error=error)
+    choices = body.get("choices")
+    if not isinstance(choices, list):  # absent, null or malformed: no choices
+        choices = []
     text_parts: list[str] = []
     finish = None
     for choice in choices:
@@ -202,12 +237,21 @@ class StreamTimer:
     error: str | None = None
     finish_reason: str | None = None
     done: bool = False
+    done_at: float | None = None
 
     def on_event(self, event: SSEEvent, at: float) -> None:
         """Account for one event that arrived ``at`` seconds after sending."""
-        info = parse_chunk(event.data)
+        self._account(parse_chunk(event.data), at)
+
+    def on_data(self, data: bytes, at: float) -> None:
+        """:meth:`on_event` for an event whose ``data`` is ``data`` (UTF-8 bytes)."""
+        self._account(parse_chunk_bytes(data), at)
+
+    def _account(self, info: ChunkInfo, at: float) -> None:
         if info.done:
             self.done = True
+            if self.done_at is None:
+                self.done_at = at
             return
         if info.error is not None:
             self.error = info.error
@@ -230,3 +274,76 @@ class StreamTimer:
     @property
     def output_text(self) -> str:
         return "".join(self.text)
+
+
+class StreamReader:
+    """One OpenAI SSE stream's bytes into a :class:`StreamTimer`: :meth:`feed` each chunk
+    with its arrival time, then :meth:`close`.
+
+    Fast path: while the decoder has nothing pending, a ``data: `` line ended by ``\\n`` or
+    ``\\r\\n`` and then the blank line (in one chunk, or in two as ``readline`` gives
+    them) goes straight to :meth:`StreamTimer.on_data`. Everything else (other line
+    endings, fields, comments, multi-line data, a line split across chunks) goes through
+    :class:`SSEDecoder` and :meth:`StreamTimer.on_event`; the timings are the same.
+    """
+
+    def __init__(self, timer: StreamTimer | None = None) -> None:
+        self.timer = timer if timer is not None else StreamTimer()
+        self.fast_events = 0
+        self._decoder = SSEDecoder()
+        self._line = b""  # a fast-path data line waiting for its blank line
+        self._payload = b""
+
+    def feed(self, chunk: bytes, at: float) -> None:
+        """Account for ``chunk``, which arrived ``at`` seconds after sending."""
+        if self._line:
+            if chunk == b"\n" or chunk == b"\r\n":
+                self._line = b""
+                self.fast_events += 1
+                self.timer.on_data(self._payload, at)
+                return
+            self._flush(at)
+        elif chunk[:6] == b"data: " and self._decoder.bypass():
+            fast = _data_line(chunk)
+            if fast is not None:
+                payload, complete = fast
+                if complete:
+                    self.fast_events += 1
+                    self.timer.on_data(payload, at)
+                else:
+                    self._line, self._payload = chunk, payload
+                return
+        self._slow(self._decoder.feed(chunk), at)
+
+    def close(self, at: float) -> None:
+        """End of stream (see :meth:`SSEDecoder.close`)."""
+        self._flush(at)
+        self._slow(self._decoder.close(), at)
+
+    def _flush(self, at: float) -> None:
+        if self._line:
+            self._slow(self._decoder.feed(self._line), at)
+            self._line = b""
+
+    def _slow(self, events: list[SSEEvent], at: float) -> None:
+        for event in events:
+            self.timer.on_event(event, at)
+
+
+def _data_line(chunk: bytes) -> tuple[bytes, bool] | None:
+    """``(payload, whole event)`` if ``chunk`` (which starts with ``data: ``) is one line
+    ended by ``\\n`` or ``\\r\\n``, optionally followed by the blank line; else ``None``."""
+    if chunk[-1:] != b"\n":
+        return None
+    before = chunk[-2:-1]
+    if before == b"\n":
+        payload, complete = chunk[6:-2], True
+    elif before != b"\r":
+        payload, complete = chunk[6:-1], False
+    elif chunk[-4:] == b"\r\n\r\n":
+        payload, complete = chunk[6:-4], True
+    else:
+        payload, complete = chunk[6:-2], False
+    if b"\n" in payload or b"\r" in payload:
+        return None
+    return payload, complete

@@ -19,7 +19,7 @@ from geventhttpclient.response import HTTPParseError
 from loadtest.errors import ParseError
 from loadtest.openai_api import classify_status, error_message, parse_retry_after
 from loadtest.records import ErrorKind
-from loadtest.sse import SSEDecoder, StreamTimer, Usage, parse_usage
+from loadtest.sse import StreamReader, Usage, parse_usage
 
 
 @dataclass
@@ -94,17 +94,16 @@ def perform(
 
 
 def _read_stream(response, out: Exchange, sent: float, clock: Callable[[], float]) -> None:
-    decoder = SSEDecoder()
-    state = StreamTimer()
-    end: float | None = None
+    reader = StreamReader()
+    state = reader.timer
     while True:
         line = response.readline(b"\n")
         now = clock() - sent
-        events = decoder.feed(line) if line else decoder.feed(response.read()) + decoder.close()
-        for event in events:
-            state.on_event(event, now)
-            if state.done and end is None:
-                end = now
+        if line:
+            reader.feed(line, now)
+        else:
+            reader.feed(response.read(), now)
+            reader.close(now)
         if state.error is not None:
             out.error_kind, out.error = ErrorKind.STREAM_ERROR, state.error[:300]
             out.reusable = False
@@ -113,7 +112,7 @@ def _read_stream(response, out: Exchange, sent: float, clock: Callable[[], float
             break
     out.ttft_s, out.gaps, out.chunks = state.ttft, state.gaps, state.chunks
     out.usage, out.finish_reason, out.text = state.usage, state.finish_reason, state.output_text
-    out.e2e_s = end if end is not None else clock() - sent
+    out.e2e_s = state.done_at if state.done_at is not None else clock() - sent
 
 
 def _read_json(data: bytes, out: Exchange) -> None:

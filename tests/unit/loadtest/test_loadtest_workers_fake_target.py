@@ -147,7 +147,8 @@ def test_a_missing_worker_fails_the_stage_within_the_connect_timeout(tmp_path, s
         profile=parse_profile("concurrency:users=2"), duration_s=5.0,
         generator=GeneratorConfig(workers=1, expect_workers=2, master_port=free_port(), connect_timeout_s=3.0),
     )  # fmt: skip
-    with pytest.raises(WorkerError, match="1 of 2 load-generator workers connected within 3 s"):
+    # The local worker may itself be slow to start on a loaded machine: 0 or 1 connected.
+    with pytest.raises(WorkerError, match="[01] of 2 load-generator workers connected within 3 s"):
         run_load_test(cfg)
     assert server.state.requests == 0
 
