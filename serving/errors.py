@@ -92,3 +92,20 @@ class DeadlineExceededError(RequestError):
 
 class EngineError(RequestError):
     """The engine failed while serving the request (HTTP 500; a server fault)."""
+
+
+class ReplicaFailedError(EngineError):
+    """The engine replica serving the request died (its actor, or its engine process).
+
+    The request itself was fine: the gateway retries it once on another replica when
+    nothing has reached the client yet; otherwise HTTP 503 (or an in-band stream error).
+    ``replica_id`` is the failed replica when known (the routers then avoid it);
+    ``reason`` is a fixed word for metrics: ``engine_dead`` or ``actor_died``.
+    Crosses the Ray handle boundary, so every argument after ``message`` has a default.
+    """
+
+    def __init__(self, message: str, *, replica_id: str | None = None,
+                 reason: str = "actor_died") -> None:
+        super().__init__(message)
+        self.replica_id = replica_id
+        self.reason = reason

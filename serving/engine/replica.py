@@ -5,15 +5,26 @@ It takes token ids plus sampling settings from the gateway, streams
 away (Serve cancels the generator; vLLM aborts on cancellation), and reports its
 engine stats for routing (``record_routing_stats``) and autoscaling
 (``record_autoscaling_stats``). vLLM is imported only when the replica starts.
+
+A replica whose engine process died cannot recover: the first request (or health
+check, or the watchdog, within :data:`WATCH_PERIOD_S`) that sees it fails with
+:class:`~serving.errors.ReplicaFailedError`, and the replica kills its own actor
+:data:`EXIT_GRACE_S` later (after the errors of its in-flight requests are on their
+way). Every router then drops it on the ``ActorDiedError`` of its next call, and
+Serve replaces it, instead of routing to a replica that fails everything instantly
+until health checks give up on it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 from collections.abc import AsyncIterator
 
+import psutil
+import ray
 from ray import serve
 
 from serving.autoscaling import QUEUE_DEPTH_METRIC
@@ -21,8 +32,15 @@ from serving.config.model_spec import AcceleratorKind
 from serving.config.stack import EngineReplicaConfig
 from serving.engine.cpu_binding import apply_binding, plan_binding
 from serving.engine.protocol import EngineStats, GenerationChunk, GenerationRequest
+from serving.errors import ReplicaFailedError
 
 log = logging.getLogger("serveout.engine")
+
+WATCH_PERIOD_S = 1.0
+"""How often an idle replica checks that its engine process lives."""
+EXIT_GRACE_S = 0.5
+"""How long a replica with a dead engine lets its in-flight errors leave before it exits."""
+SHUTDOWN_TIMEOUT_S = 5.0
 
 
 class EngineReplica:
@@ -33,13 +51,14 @@ class EngineReplica:
         self.replica_id = context.replica_tag
         if config.model.accelerator is AcceleratorKind.CPU:
             self._bind_cpus(config, _local_rank(context))
-        import ray
-
         os.environ.setdefault("VLLM_HOST_IP", ray.util.get_node_ip_address())
         from serving.engine.vllm_engine import VllmEngine, engine_args
 
         args = engine_args(config.model, config.model_path, config.engine)
         self._engine = VllmEngine(args, self.replica_id)
+        self._watchdog: asyncio.Task | None = None
+        self._exit: asyncio.Task | None = None
+        self._stopping = False
         log.info("engine replica %s ready", self.replica_id)
 
     def _bind_cpus(self, config: EngineReplicaConfig, local_rank: int) -> None:
@@ -53,12 +72,22 @@ class EngineReplica:
         apply_binding(binding)
         log.info("replica %s bound to cores %s", self.replica_id, binding.omp_threads_bind())
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+    async def generate(
+        self, request: GenerationRequest, avoid_replica: str | None = None
+    ) -> AsyncIterator[GenerationChunk]:
+        """Stream the request's chunks. ``avoid_replica`` is read by the gateway's router
+        (a retry names the replica that failed it); the replica ignores it."""
+        self._watch()
         last: GenerationChunk | None = None
         try:
+            if self._engine.dead:
+                raise self._engine.dead_error()
             async for chunk in self._engine.generate(request):
                 last = chunk
                 yield chunk
+        except ReplicaFailedError:
+            self._leave()
+            raise
         finally:  # one structured line per request, carrying the client's X-Request-Id
             log.info(json.dumps({
                 "event": "engine_request", "request_id": request.trace_id,
@@ -72,7 +101,49 @@ class EngineReplica:
 
     async def check_health(self) -> None:
         """Called by Serve periodically; raising marks the replica unhealthy."""
-        await self._engine.check_health()
+        self._watch()
+        try:
+            await self._engine.check_health()
+        except ReplicaFailedError:
+            self._leave()
+            raise
+
+    async def pids(self) -> dict[str, int | list[int]]:
+        """This replica's process id and its engine core processes' (for fault tests)."""
+        children = psutil.Process().children(recursive=True)
+        return {
+            "replica": os.getpid(),
+            "engine_core": [p.pid for p in children if _is_engine_core(p)],
+        }
+
+    def _watch(self) -> None:
+        """Start the watchdog that notices a dead engine while no request runs (once;
+        from a Serve call, because ``__init__`` runs outside the replica's event loop)."""
+        if self._watchdog is None:
+            self._watchdog = asyncio.create_task(self._watch_engine())
+
+    async def _watch_engine(self) -> None:
+        while not self._engine.dead:
+            await asyncio.sleep(WATCH_PERIOD_S)
+        self._leave()
+
+    def _leave(self) -> None:
+        """The engine died: shut it down and end this actor (Serve starts a new replica)."""
+        if self._exit is None and not self._stopping:
+            log.error("engine of replica %s died: the replica exits", self.replica_id)
+            self._exit = asyncio.create_task(self._exit_soon())
+
+    async def _exit_soon(self) -> None:
+        await asyncio.sleep(EXIT_GRACE_S)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self._engine.shutdown), SHUTDOWN_TIMEOUT_S)
+        except Exception:  # the engine is dead anyway: never let it keep the actor alive
+            log.exception("engine shutdown failed on replica %s", self.replica_id)
+        try:
+            ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+        except Exception:
+            log.exception("ray.kill of replica %s failed; exiting the process", self.replica_id)
+            os._exit(1)
 
     def record_routing_stats(self) -> dict:
         return self._engine.stats().to_dict()
@@ -83,7 +154,15 @@ class EngineReplica:
     def __del__(self) -> None:
         engine = getattr(self, "_engine", None)
         if engine is not None:
+            self._stopping = True  # Serve is stopping the replica: not a death to act on
             engine.shutdown()
+
+
+def _is_engine_core(process: psutil.Process) -> bool:
+    try:
+        return "EngineCore" in process.name() or "EngineCore" in " ".join(process.cmdline())
+    except psutil.Error:
+        return False
 
 
 def _local_rank(context) -> int:

@@ -14,6 +14,7 @@ from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.inputs import TokensPrompt
 from vllm.sampling_params import RequestOutputKind, SamplingParams
 from vllm.v1.engine.async_llm import AsyncLLM
+from vllm.v1.engine.exceptions import EngineDeadError
 
 from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelSpec
 from serving.engine.protocol import (
@@ -23,6 +24,7 @@ from serving.engine.protocol import (
     GenerationRequest,
 )
 from serving.engine.vllm_stats import EngineStatsRecorder
+from serving.errors import ReplicaFailedError
 
 GIB = 1 << 30
 
@@ -79,7 +81,25 @@ class VllmEngine:
         self._recorder = EngineStatsRecorder(replica_id)
         self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[self._recorder.factory])
 
+    @property
+    def dead(self) -> bool:
+        """Whether the engine process died (unrecoverable: the replica must be replaced)."""
+        return self._llm.errored
+
+    def dead_error(self) -> ReplicaFailedError:
+        return ReplicaFailedError(
+            f"the engine of replica {self._replica_id} died", replica_id=self._replica_id,
+            reason="engine_dead")
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        """Stream chunks; a dead engine raises :class:`ReplicaFailedError`."""
+        try:
+            async for chunk in self._generate(request):
+                yield chunk
+        except EngineDeadError:
+            raise self.dead_error() from None
+
+    async def _generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         prompt = TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
         prompt_tokens = len(request.prompt_token_ids)
         completion_tokens = 0
@@ -117,6 +137,8 @@ class VllmEngine:
         return dataclasses.replace(recorded, running=running, waiting=unfinished - running)
 
     async def check_health(self) -> None:
+        if self.dead:
+            raise self.dead_error()
         await self._llm.check_health()
 
     def shutdown(self) -> None:

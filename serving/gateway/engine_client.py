@@ -14,12 +14,19 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.handle import DeploymentHandle
 
 from serving.engine.protocol import GenerationChunk, GenerationRequest
-from serving.errors import EngineError, RequestError
+from serving.errors import EngineError, ReplicaFailedError, RequestError
+from serving.routing.serve_router import AVOID_REPLICA_KWARG
 
 
 class EngineClient(Protocol):
-    def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
-        """Chunks of one generation; closing the iterator cancels it in the engine."""
+    def stream(
+        self, request: GenerationRequest, *, avoid_replica: str | None = None
+    ) -> AsyncIterator[GenerationChunk]:
+        """Chunks of one generation; closing the iterator cancels it in the engine.
+
+        A replica that dies raises :class:`ReplicaFailedError`; ``avoid_replica`` asks the
+        router not to use that replica (a retry names the one that failed).
+        """
         ...
 
 
@@ -29,9 +36,12 @@ class ServeHandleEngineClient:
     def __init__(self, handle: DeploymentHandle) -> None:
         self._handle = handle.options(stream=True)
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+    async def stream(
+        self, request: GenerationRequest, *, avoid_replica: str | None = None
+    ) -> AsyncIterator[GenerationChunk]:
         call = self._handle.options(session_id=request.session_id) if request.session_id else self._handle
-        response = call.generate.remote(request)
+        kwargs = {AVOID_REPLICA_KWARG: avoid_replica} if avoid_replica else {}
+        response = call.generate.remote(request, **kwargs)
         finished = False
         try:
             async for chunk in response:
@@ -42,10 +52,18 @@ class ServeHandleEngineClient:
             raise
         except (RayTaskError, RayActorError) as exc:
             finished = True
-            cause = exc.cause if isinstance(exc, RayTaskError) else None
-            if isinstance(cause, RequestError):
-                raise cause from None
-            raise EngineError(f"engine replica failed: {type(exc).__name__}") from exc
+            raise engine_error(exc) from exc
         finally:
             if not finished:
                 response.cancel()  # aborts the request inside the engine
+
+
+def engine_error(exc: RayTaskError | RayActorError) -> RequestError:
+    """The serveout error for a failed handle call: the replica's own error when it sent
+    one, :class:`ReplicaFailedError` when its actor died, else :class:`EngineError`."""
+    cause = exc.cause if isinstance(exc, RayTaskError) else None
+    if isinstance(cause, RequestError):
+        return cause
+    if isinstance(exc, RayActorError) or isinstance(cause, RayActorError):
+        return ReplicaFailedError(f"engine replica failed: {type(exc).__name__}", reason="actor_died")
+    return EngineError(f"engine replica failed: {type(exc).__name__}")

@@ -35,6 +35,7 @@ _TABLE: tuple[tuple[type[errors.RequestError], int, str, str | None], ...] = (
     (errors.OverloadedError, 429, "rate_limit_error", "overloaded"),
     (errors.NoReplicaError, 503, "service_unavailable_error", "no_replica"),
     (errors.DeadlineExceededError, 504, "timeout_error", "deadline_exceeded"),
+    (errors.ReplicaFailedError, 503, "service_unavailable_error", "replica_failed"),
     (errors.EngineError, 500, "internal_error", "engine_error"),
 )
 

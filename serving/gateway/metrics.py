@@ -9,6 +9,7 @@
 | serveout_prompt_tokens_total / serveout_generation_tokens_total | counter | model |
 | serveout_in_flight_requests | gauge | model |
 | serveout_rejected_requests_total | counter | model, reason |
+| serveout_retries_total | counter | model, reason (engine_dead / actor_died) |
 | serveout_replicas | gauge | model, state (ready / starting / desired) |
 | serveout_key_requests_total | counter | key, status |
 | serveout_key_tokens_total | counter | key, kind (prompt / generation) |
@@ -63,6 +64,9 @@ class GatewayMetrics:
             ["model"], registry=registry)
         self.rejected = Counter(
             "serveout_rejected_requests_total", "Requests refused, by reason.",
+            ["model", "reason"], registry=registry)
+        self.retries = Counter(
+            "serveout_retries", "Requests retried on another replica after theirs died, by cause.",
             ["model", "reason"], registry=registry)
         self.replicas = Gauge(
             "serveout_replicas", "Engine replicas by state.", ["model", "state"], registry=registry)

@@ -4,11 +4,17 @@ For one completion request: admit (429: the bound, the key's fair share, concurr
 and request rate), validate and tokenise off the event loop (400s), reserve the key's
 tokens (429), stream from an engine replica under the request's deadline (504), and format
 the answer as OpenAI JSON or SSE events, recording metrics on the way.
+
+A replica that dies (:class:`ReplicaFailedError`) before anything reached the client
+(before a stream's first event; for a whole answer, at any point) costs a retry on
+another replica, once, under the same deadline; a second failure is a 503. A stream
+already under way ends with an in-band error event instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -22,6 +28,7 @@ from serving.errors import (
     ModelNotFoundError,
     NoReplicaError,
     OverloadedError,
+    ReplicaFailedError,
     RequestError,
 )
 from serving.gateway.admission import AdmissionController, AdmissionTicket
@@ -184,8 +191,8 @@ class GatewayService:
             await call.close(exc)
             raise
         if not body.stream:
-            answer = await call.collect(first, ResponseAssembler(fmt, header, body.n))
-            return JsonAnswer(answer, first.replica_id)
+            answer = await call.collect(first, lambda: ResponseAssembler(fmt, header, body.n))
+            return JsonAnswer(answer, call.last.replica_id if call.last else first.replica_id)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = call.sse(first, StreamEncoder(fmt, header, body.n, include_usage))
         return EventStream(events, lambda: call.close(asyncio.CancelledError()), first.replica_id)
@@ -212,6 +219,7 @@ class _Call:
         self.deadline = asyncio.get_running_loop().time() + service.request_timeout_s
         self.chunks = served.engine.stream(request)
         self.last: GenerationChunk | None = None
+        self.retried = False
         self.closed = False
         service.metrics.in_flight.labels(served.name).inc()
         service.metrics.key_in_flight.labels(self.key).inc()
@@ -230,19 +238,51 @@ class _Call:
         return chunk
 
     async def first_chunk(self) -> GenerationChunk:
-        chunk = await self._next()
-        if chunk is None:
-            raise EngineError("the engine returned no output")
+        chunk = await self._first()
         self.service.metrics.ttft.labels(self.served.name, self.endpoint).observe(
             time.monotonic() - self.started)
         return chunk
 
-    async def collect(self, first: GenerationChunk, assembler: ResponseAssembler) -> dict:
+    async def _first(self) -> GenerationChunk:
+        """The first chunk, from another replica (once) if the first one dies."""
+        while True:
+            try:
+                chunk = await self._next()
+                break
+            except ReplicaFailedError as exc:
+                await self._retry(exc)
+        if chunk is None:
+            raise EngineError("the engine returned no output")
+        return chunk
+
+    async def _retry(self, failure: ReplicaFailedError) -> None:
+        """Start the request again on another replica (a new engine request id, the same
+        prompt and deadline); raise instead if it already was."""
+        if self.retried:
+            raise ReplicaFailedError(
+                f"{failure.message} (the request had already been retried on another replica)",
+                replica_id=failure.replica_id, reason=failure.reason) from failure
+        self.retried = True
+        self.service.metrics.retries.labels(self.served.name, failure.reason).inc()
+        log_request(request_id=self.request.trace_id, engine_request_id=self.request.request_id,
+                    retry=failure.reason, replica=failure.replica_id)
+        await self.chunks.aclose()
+        self.last = None
+        self.request = dataclasses.replace(self.request, request_id=f"{self.request.request_id}-retry")
+        self.chunks = self.served.engine.stream(self.request, avoid_replica=failure.replica_id)
+
+    async def collect(self, first: GenerationChunk, new_assembler: Callable[[], ResponseAssembler]) -> dict:
+        """The whole answer. Nothing is sent before it is complete, so a replica that dies
+        at any point costs one retry from the start."""
         try:
-            chunk: GenerationChunk | None = first
+            assembler, chunk = new_assembler(), first
             while chunk is not None:
                 assembler.add(chunk)
-                chunk = await self._next()
+                try:
+                    chunk = await self._next()
+                except ReplicaFailedError as exc:
+                    await self._retry(exc)
+                    assembler, chunk = new_assembler(), await self._first()
         except BaseException as exc:
             await self.close(exc)
             raise

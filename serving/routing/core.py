@@ -12,7 +12,12 @@ Serve hook (adapter)                  core
 ``on_request_routed``                 :meth:`RoutingCore.on_routed`
 ``on_request_completed``              :meth:`RoutingCore.on_finished`
 pending request cancelled             :meth:`RoutingCore.on_finished`
+a retry names the replica that failed :meth:`RoutingCore.mark_failed`
 ====================================  =========================================
+
+A replica marked failed (its engine or actor died under a request) is skipped while
+any other candidate is live, until it leaves the live set: its requests fail at
+once, so by load it would look like the idlest replica and draw the most traffic.
 
 All calls come from the router's event loop: no locks here.
 """
@@ -55,6 +60,7 @@ class RoutingCore:
         self._assignments = tracker or AssignmentTracker()
         self._engine: dict[str, EngineStats | None] = {}
         self._replica_ids: frozenset[str] = frozenset()
+        self._failed: set[str] = set()
 
     def update_replicas(self, engine_stats: Mapping[str, EngineStats | None]) -> None:
         """The live replicas (Serve's latest broadcast) and their polled stats."""
@@ -64,6 +70,8 @@ class RoutingCore:
             self._replica_ids = replica_ids
             self.policy.on_replicas_changed(replica_ids)
             self._assignments.retain(replica_ids)
+            self._failed &= replica_ids
+            self.metrics.set_failed(frozenset(self._failed))
         self.metrics.set_replicas(engine_stats)
 
     def loads(self, candidates: Sequence[Candidate]) -> list[ReplicaLoad]:
@@ -86,11 +94,26 @@ class RoutingCore:
         ``generation`` requests use the configured policy, control calls least-loaded.
         """
         policy = self.policy if generation else self._control_policy
-        ranking = await policy.rank(request, self.loads(candidates))
+        healthy = [c for c in candidates if c.replica_id not in self._failed]
+        # Every candidate failed: rank them anyway, so the request fails fast (and says
+        # why) instead of waiting in Serve's queue for a replacement.
+        ranking = await policy.rank(request, self.loads(healthy or candidates))
         if ranking.order:
             assignment = Assignment(ranking.order[0], policy.name, ranking.decision, generation)
             self._assignments.assign(request.request_id, assignment)
         return ranking.order
+
+    def mark_failed(self, replica_id: str) -> None:
+        """A request to ``replica_id`` failed because the replica died: skip it until
+        Serve removes it from the live replicas."""
+        if replica_id in self._replica_ids:
+            self._failed.add(replica_id)
+            self.metrics.set_failed(frozenset(self._failed))
+
+    @property
+    def failed(self) -> frozenset[str]:
+        """Live replicas marked failed."""
+        return frozenset(self._failed)
 
     def on_routed(self, request: RoutingRequest, replica_id: str) -> None:
         """Serve sent the request to ``replica_id`` and the replica accepted it."""

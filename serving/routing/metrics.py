@@ -23,6 +23,9 @@ engine deployment; ``replica`` is Serve's replica id):
 ``serveout_engine_generation_tokens_total{deployment,replica}`` (counter)
     Each replica's engine stats as last polled by Serve (``record_routing_stats``,
     every ``RoutingSpec.stats_period_s``); absent until the first poll.
+``serveout_replica_failed{deployment,replica}`` (gauge, 1)
+    A live replica this router skips because a request to it failed when it died
+    (its engine or actor); the series goes when Serve removes the replica.
 ``serveout_queue_depth{deployment}`` (gauge)
     Engine waiting + running summed over the deployment's replicas: the signal
     for an outside autoscaler (KEDA, HPA).
@@ -56,6 +59,7 @@ from serving.routing.policy import RoutingDecision
 ROUTED = "serveout_routed_requests"
 DECISIONS = "serveout_routing_decisions"
 QUEUE_DEPTH = "serveout_queue_depth"
+FAILED = "serveout_replica_failed"
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class RouterMetricsSnapshot:
     routed: Mapping[tuple[str, RoutingPolicyName], int] = field(default_factory=dict)
     decisions: Mapping[tuple[RoutingPolicyName, RoutingDecision], int] = field(default_factory=dict)
     engine: Mapping[str, EngineStats] = field(default_factory=dict)
+    failed: frozenset[str] = frozenset()
 
 
 class RouterMetrics:
@@ -105,6 +110,7 @@ class RouterMetrics:
         self._routed: Counter[tuple[str, RoutingPolicyName]] = Counter()
         self._decisions: Counter[tuple[RoutingPolicyName, RoutingDecision]] = Counter()
         self._engine: dict[str, EngineStats] = {}
+        self._failed: frozenset[str] = frozenset()
 
     def count_routed(self, replica_id: str, policy: RoutingPolicyName, decision: RoutingDecision) -> None:
         """One generation request was sent to ``replica_id``."""
@@ -119,10 +125,16 @@ class RouterMetrics:
             for key in [key for key in self._routed if key[0] not in engine_stats]:
                 del self._routed[key]
 
+    def set_failed(self, replica_ids: frozenset[str]) -> None:
+        """The live replicas marked failed."""
+        with self._lock:
+            self._failed = replica_ids
+
     def snapshot(self) -> RouterMetricsSnapshot:
         with self._lock:
             return RouterMetricsSnapshot(
-                self.deployment, dict(self._routed), dict(self._decisions), dict(self._engine)
+                self.deployment, dict(self._routed), dict(self._decisions), dict(self._engine),
+                self._failed,
             )
 
 
@@ -156,6 +168,7 @@ def _families(snapshots: list[RouterMetricsSnapshot]) -> Iterator[Metric]:
     routed: Counter[tuple[str, str, str]] = Counter()
     decisions: Counter[tuple[str, str, str]] = Counter()
     engine: dict[tuple[str, str], EngineStats] = {}
+    failed: set[tuple[str, str]] = set()
     deployments: set[str] = set()
     for snap in snapshots:
         deployments.add(snap.deployment)
@@ -165,6 +178,7 @@ def _families(snapshots: list[RouterMetricsSnapshot]) -> Iterator[Metric]:
             decisions[(snap.deployment, str(policy), str(decision))] += n
         for replica, stats in snap.engine.items():
             engine[(snap.deployment, replica)] = stats
+        failed.update((snap.deployment, replica) for replica in snap.failed)
 
     family = CounterMetricFamily(ROUTED, "Generation requests routed to each engine replica.",
                                  labels=["deployment", "replica", "policy"])
@@ -184,6 +198,12 @@ def _families(snapshots: list[RouterMetricsSnapshot]) -> Iterator[Metric]:
         for (deployment, replica), stats in sorted(engine.items()):
             family.add_metric([deployment, replica], getattr(stats, spec.stat))
         yield family
+
+    family = GaugeMetricFamily(FAILED, "Live engine replicas skipped because they died under a request.",
+                               labels=["deployment", "replica"])
+    for labels in sorted(failed):
+        family.add_metric(list(labels), 1)
+    yield family
 
     depth = GaugeMetricFamily(QUEUE_DEPTH, "Engine waiting + running requests over the deployment.",
                               labels=["deployment"])

@@ -51,6 +51,9 @@ log = logging.getLogger("serveout.routing")
 
 GENERATE_METHOD = "generate"
 """The engine deployment's generation method; other methods are control calls."""
+AVOID_REPLICA_KWARG = "avoid_replica"
+"""``generate``'s keyword naming a replica that failed this request's earlier attempt:
+the router marks it failed, so no request goes there until Serve removes it."""
 
 
 def request_router_config(spec: RoutingSpec, *, deployment_label: str) -> RequestRouterConfig:
@@ -131,6 +134,9 @@ class ServeoutRequestRouter(RequestRouter):
             Candidate(replica_id, self.replica_queue_len_cache.get(replica.replica_id))
             for replica_id, replica in by_id.items()
         ]
+        failed = pending_request.kwargs.get(AVOID_REPLICA_KWARG)
+        if isinstance(failed, str):
+            self.routing.mark_failed(failed)
         request = routing_request(pending_request)
         watch_cancel = not self.routing.is_tracking(request.request_id)
         try:

@@ -102,3 +102,48 @@ def test_no_candidates_assign_nothing():
     core = prefix_core()
     assert choose(core, RoutingRequest("q1", prompt(1)), []) == ()
     assert not core.is_tracking("q1")
+
+
+def least_loaded_core() -> RoutingCore:
+    core = RoutingCore(LeastLoadedPolicy(rng=random.Random(0)), RouterMetrics("engine"), rng=random.Random(0))
+    core.update_replicas({"a": EngineStats("a"), "b": EngineStats("b")})
+    return core
+
+
+def test_least_loaded_skips_a_replica_marked_failed_though_it_looks_idlest():
+    # "a" fails every request at once, so it shows no load; "b" is busy.
+    core = least_loaded_core()
+    core.mark_failed("a")
+    candidates = [Candidate("a", serve_queue_len=0), Candidate("b", serve_queue_len=5)]
+    orders = [choose(core, RoutingRequest(f"q{i}"), candidates) for i in range(20)]
+    assert all(order == ("b",) for order in orders)
+    assert core.assigned("a") == 0 and core.failed == {"a"}
+
+
+def test_a_failed_mark_lasts_until_serve_removes_the_replica():
+    core = least_loaded_core()
+    core.mark_failed("a")
+    core.mark_failed("gone")  # not live: ignored
+    assert core.failed == {"a"} and core.metrics.snapshot().failed == {"a"}
+    core.update_replicas({"b": EngineStats("b"), "c": EngineStats("c")})  # "a" replaced by "c"
+    assert core.failed == frozenset() and core.metrics.snapshot().failed == frozenset()
+    assert set(choose(core, RoutingRequest("q"), [Candidate("b"), Candidate("c")])) == {"b", "c"}
+
+
+def test_when_every_candidate_failed_they_are_still_ranked():
+    # The request then fails fast with a clear error instead of waiting in Serve's queue.
+    core = least_loaded_core()
+    core.mark_failed("a")
+    core.mark_failed("b")
+    assert set(choose(core, RoutingRequest("q"))) == {"a", "b"}
+
+
+def test_prefix_affinity_skips_a_failed_replica_that_holds_the_prefix():
+    core = prefix_core()
+    shared = prompt(1, 2, 3)
+    holder = choose(core, RoutingRequest("warm", shared))[0]
+    core.on_routed(RoutingRequest("warm", shared), holder)
+    core.on_finished("warm")
+    core.mark_failed(holder)
+    other = ({"a", "b"} - {holder}).pop()
+    assert choose(core, RoutingRequest("next", shared)) == (other,)

@@ -16,7 +16,12 @@ from routing_fakes import prompt
 from serving.config.stack import RoutingSpec
 from serving.engine.protocol import EngineStats, GenerationRequest, SamplingSettings
 from serving.routing.policy import Ranking, RoutingPolicy
-from serving.routing.serve_router import ServeoutRequestRouter, request_router_config, routing_request
+from serving.routing.serve_router import (
+    AVOID_REPLICA_KWARG,
+    ServeoutRequestRouter,
+    request_router_config,
+    routing_request,
+)
 
 DEPLOYMENT = DeploymentID(name="engine", app_name="serveout")
 
@@ -59,7 +64,7 @@ def make_router(policy: str, registry: CollectorRegistry, **spec: Any) -> Serveo
 
 
 def pending(
-    request_id: str, tokens=(), *, method="generate", session="", metadata_session=""
+    request_id: str, tokens=(), *, method="generate", session="", metadata_session="", kwargs=None
 ) -> PendingRequest:
     """A Serve pending request for ``generate`` (carrying a GenerationRequest) or a control call."""
     sampling = SamplingSettings(max_tokens=8)
@@ -68,7 +73,8 @@ def pending(
         request_id=request_id, internal_request_id=f"internal-{request_id}", call_method=method,
         session_id=metadata_session, is_streaming=True,
     )
-    return PendingRequest(args=[generation] if method == "generate" else [], kwargs={}, metadata=metadata)
+    return PendingRequest(
+        args=[generation] if method == "generate" else [], kwargs=kwargs or {}, metadata=metadata)
 
 
 async def settle() -> None:
@@ -110,6 +116,20 @@ def test_prefix_affinity_end_to_end_through_serves_hooks():
         router.on_request_completed(chosen.replica_id, "internal-a")
         router.on_request_completed(chosen.replica_id, "internal-b")
         assert router.routing.assigned(uid) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_naming_the_failed_replica_keeps_every_request_off_it():
+    async def scenario():
+        router = make_router("least-loaded", CollectorRegistry())
+        replicas = [FakeRunningReplica("r1"), FakeRunningReplica("r2")]
+        router.update_replicas(replicas)
+        retry = pending("a-retry", kwargs={AVOID_REPLICA_KWARG: "r1"})
+        assert [rank[0].replica_id.unique_id for rank in await router.choose_replicas(replicas, retry)] == ["r2"]
+        for i in range(10):  # later requests too, until Serve removes r1
+            ranks = await router.choose_replicas(replicas, pending(f"q{i}"))
+            assert [rank[0].replica_id.unique_id for rank in ranks] == ["r2"]
 
     asyncio.run(scenario())
 

@@ -1,0 +1,189 @@
+"""A replica dying under load, on the real stack (2 replicas): SIGKILL of one replica's
+vLLM EngineCore process, then of one replica actor's process.
+
+Checked: no request hangs (every one is bounded), every whole answer is a 200 (a
+request that had sent nothing is retried on the other replica), every stream either
+completes with all its tokens or ends with ``finish_reason: "error"`` and an error
+event (never cut short silently), and Serve brings the deployment back to 2 ready
+replicas. The recovery time is printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+import httpx
+import psutil
+import pytest
+from ray import serve
+
+from serving.app_builder import ENGINE_DEPLOYMENT
+from tests.integration.conftest import BASE, MODEL
+from tests.integration.metrics_reading import by_label, wait_until
+
+pytestmark = pytest.mark.integration
+
+MAX_TOKENS = 32
+WHOLE, STREAMED = 8, 4
+REQUEST_TIMEOUT_S = 180.0  # a request answered after this counts as hung
+RECOVERY_TIMEOUT_S = 300.0  # a new replica takes ~30-90 s to start on 2 busy cores
+NOTICE_TIMEOUT_S = 120.0  # Serve's health checks run every 10 s
+
+
+def ready_replicas(url: str) -> float:
+    return by_label(url, "serveout_replicas", "state").get("ready", 0)
+
+
+def retries(url: str) -> float:
+    return sum(by_label(url, "serveout_retries_total", "reason").values())
+
+
+def request_body(stream: bool) -> dict:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Count slowly to one hundred."}],
+            "max_tokens": MAX_TOKENS, "ignore_eos": True, "temperature": 0}
+    if stream:
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    return body
+
+
+@dataclass
+class StreamOutcome:
+    status: int
+    finish_reason: str | None = None
+    completion_tokens: int | None = None  # from the usage event (only when it completed)
+    error: dict | None = None
+    done: bool = False  # saw [DONE]
+
+
+@dataclass
+class LoadOutcome:
+    whole: list[int] = field(default_factory=list)  # HTTP statuses
+    streams: list[StreamOutcome] = field(default_factory=list)
+
+
+async def whole_request(client: httpx.AsyncClient, url: str) -> int:
+    response = await client.post(f"{url}/v1/chat/completions", json=request_body(stream=False))
+    if response.status_code == 200:
+        assert response.json()["usage"]["completion_tokens"] == MAX_TOKENS
+    return response.status_code
+
+
+async def streamed_request(client: httpx.AsyncClient, url: str, started: asyncio.Event) -> StreamOutcome:
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=request_body(stream=True)) as response:
+        outcome = StreamOutcome(response.status_code)
+        if response.status_code != 200:
+            return outcome
+        async for line in response.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            data = line[len("data: "):]
+            if data == "[DONE]":
+                outcome.done = True
+                break
+            event = json.loads(data)
+            if "error" in event:
+                outcome.error = event["error"]
+                continue
+            for choice in event.get("choices", []):
+                if choice["delta"].get("content"):
+                    started.set()
+                outcome.finish_reason = choice.get("finish_reason") or outcome.finish_reason
+            if event.get("usage"):
+                outcome.completion_tokens = event["usage"]["completion_tokens"]
+        return outcome
+
+
+async def load_with_fault(url: str, kill) -> LoadOutcome:
+    """8 whole + 4 streamed requests at once; ``kill()`` once a stream is under way."""
+    started = asyncio.Event()
+    async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S)) as client:
+        whole = [asyncio.create_task(whole_request(client, url)) for _ in range(WHOLE)]
+        streams = [asyncio.create_task(streamed_request(client, url, started)) for _ in range(STREAMED)]
+        await asyncio.wait_for(started.wait(), REQUEST_TIMEOUT_S)
+        kill()
+        # Bounded: a hung request fails the test here (TimeoutError), never blocks it.
+        results = await asyncio.wait_for(asyncio.gather(*whole, *streams), REQUEST_TIMEOUT_S + 30)
+    return LoadOutcome(list(results[:WHOLE]), list(results[WHOLE:]))
+
+
+def engine_pids(app_name: str) -> dict:
+    """The replica and EngineCore pids of one engine replica (a control call)."""
+    handle = serve.get_deployment_handle(ENGINE_DEPLOYMENT, app_name=app_name)
+    return handle.pids.remote().result(timeout_s=60)
+
+
+def check_and_report(url: str, outcome: LoadOutcome, killed_at: float, retries_before: float, what: str) -> None:
+    assert outcome.whole == [200] * WHOLE, f"whole answers after {what}: {outcome.whole}"
+    for stream in outcome.streams:
+        assert stream.status == 200 and stream.done, stream
+        if stream.finish_reason == "error":
+            assert stream.error is not None, stream  # says why, in-band
+        else:  # completed: every token it was asked for, not silently cut short
+            assert stream.finish_reason == "length" and stream.completion_tokens == MAX_TOKENS, stream
+    retried = retries(url) - retries_before
+    assert retried >= 1, f"no request was retried after {what} (was the killed replica idle?)"
+    # Serve first marks the dead replica (ready < 2; skipped if it already did), then
+    # a new one becomes ready.
+    noticed = wait_until(lambda: ready_replicas(url) < 2, timeout_s=NOTICE_TIMEOUT_S, period_s=0.5)
+    noticed_s = time.monotonic() - killed_at
+    assert noticed, f"Serve still counted 2 ready replicas {NOTICE_TIMEOUT_S:.0f} s after {what}"
+    recovered = wait_until(lambda: ready_replicas(url) == 2, timeout_s=RECOVERY_TIMEOUT_S, period_s=1.0)
+    recovery_s = time.monotonic() - killed_at
+    errors = sum(s.finish_reason == "error" for s in outcome.streams)
+    print(f"\n{what}: retried {retried:g} requests, {errors}/{STREAMED} streams ended with an error; "
+          f"Serve counted the replica gone after {noticed_s:.1f} s, 2 replicas ready again after "
+          f"{recovery_s:.1f} s")
+    assert recovered, f"Serve did not replace the replica within {RECOVERY_TIMEOUT_S:.0f} s after {what}"
+
+
+def run_fault(stack, choose_pid, what: str) -> None:
+    config = stack.ensure(BASE)
+    url = stack.url
+    assert wait_until(lambda: ready_replicas(url) == 2, timeout_s=RECOVERY_TIMEOUT_S, period_s=1.0)
+    pids = engine_pids(config.app_name)
+    pid = choose_pid(pids)
+    retries_before = retries(url)
+    killed_at = 0.0
+
+    def kill() -> None:
+        nonlocal killed_at
+        killed_at = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+
+    try:
+        outcome = asyncio.run(load_with_fault(url, kill))
+        check_and_report(url, outcome, killed_at, retries_before, what)
+    finally:
+        reap_orphans(pids["engine_core"], what)
+
+
+def reap_orphans(engine_core_pids: list[int], what: str) -> None:
+    """An EngineCore that outlived its replica would hold its KV cache memory: report
+    it, and kill it so the next tests keep their memory."""
+    for pid in engine_core_pids:
+        try:
+            process = psutil.Process(pid)
+            if process.status() == psutil.STATUS_ZOMBIE or "EngineCore" not in " ".join(
+                    [process.name(), *process.cmdline()]):
+                continue  # gone (or the pid was reused)
+            print(f"{what}: EngineCore {pid} outlived its replica; killing it")
+            process.kill()
+        except psutil.Error:
+            continue
+
+
+def test_sigkill_of_an_engine_core_process(stack):
+    def engine_core(pids: dict) -> int:
+        assert len(pids["engine_core"]) == 1, pids
+        return pids["engine_core"][0]
+
+    run_fault(stack, engine_core, "SIGKILL of one replica's EngineCore")
+
+
+def test_sigkill_of_a_replica_actor_process(stack):
+    run_fault(stack, lambda pids: pids["replica"], "SIGKILL of one replica actor")
