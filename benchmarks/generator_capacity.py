@@ -38,11 +38,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import httpx
 import psutil
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.timed_server import start_in_child
 from loadtest import RunOptions, parse_profile, parse_workload, run_load_test
 from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
 from loadtest.errors import ConfigError, LoadTestError
@@ -81,22 +81,7 @@ def free_port() -> int:
 
 
 def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen, str]:
-    port = args.port or free_port()
-    command = [sys.executable, "-m", "benchmarks.timed_server", "--port", str(port), "--ttft", str(args.ttft),
-               "--itl", str(args.itl), "--model", MODEL]  # fmt: skip
-    server = subprocess.Popen(command, cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the timed server exited with code {server.returncode}; see {log}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return server, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    server.terminate()
-    raise SystemExit(f"the timed server did not answer within 30 s; see {log}")
+    return start_in_child(port=args.port or free_port(), ttft_s=args.ttft, itl_s=args.itl, model=MODEL, log=log)
 
 
 def machine_busy_s() -> float:

@@ -60,7 +60,7 @@ from benchmarks.fidelity_truth import (
     truth_figures,
 )
 from benchmarks.loadtest_vs_vllm_bench import VLLM_BENCH, TreeCpu, run_measured
-from benchmarks.timed_server import Trace, traces_from_truth
+from benchmarks.timed_server import Trace, start_in_child, traces_from_truth
 from loadtest.errors import ConfigError
 from loadtest.records import read_records
 from loadtest.summary import StageSummary, load_summary
@@ -77,20 +77,8 @@ console = Console() if sys.stdout.isatty() else Console(width=180)
 # ---- the runs --------------------------------------------------------------------------
 
 def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "benchmarks.timed_server", "--port", str(args.port), "--ttft", str(args.ttft),
-               "--itl", str(args.itl), "--model", MODEL, "--loop", args.loop]
-    server = subprocess.Popen(command, cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{args.port}"
-    for _ in range(100):
-        if server.poll() is not None:
-            raise SystemExit(f"the timed server exited with code {server.returncode}; see {log}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return server, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    server.terminate()
-    raise SystemExit(f"the timed server did not answer; see {log}")
+    return start_in_child(port=args.port, ttft_s=args.ttft, itl_s=args.itl, model=MODEL, log=log,
+                          extra_args=("--loop", args.loop))
 
 
 def fetch_truth(url: str, keep: Path) -> tuple[list[Trace], float]:

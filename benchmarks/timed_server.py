@@ -318,5 +318,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def start_in_child(*, port: int, ttft_s: float, itl_s: float, model: str, log: "Path",
+                   extra_args: tuple[str, ...] = (), timeout_s: float = 30.0) -> tuple["subprocess.Popen", str]:
+    """Run the timed server as a child process (its output in ``log``); returns it and
+    its URL once ``/health`` answers. Used by the benchmarks that measure against it."""
+    import subprocess
+    from pathlib import Path
+
+    import httpx
+
+    repo = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-m", "benchmarks.timed_server", "--port", str(port), "--ttft", str(ttft_s),
+               "--itl", str(itl_s), "--model", model, *extra_args]  # fmt: skip
+    server = subprocess.Popen(command, cwd=repo, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    url = f"http://{HOST}:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the timed server exited with code {server.returncode}; see {log}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return server, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    server.terminate()
+    raise SystemExit(f"the timed server did not answer within {timeout_s:g} s; see {log}")
+
+
 if __name__ == "__main__":
     sys.exit(main())
