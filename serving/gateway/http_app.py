@@ -59,7 +59,11 @@ def _json(error: ErrorResponse) -> JSONResponse:
 async def read_body(request: Request, max_bytes: int) -> bytes:
     """The request body, refusing more than ``max_bytes`` (413) without reading it all."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+    try:
+        too_large = declared is not None and int(declared) > max_bytes
+    except ValueError:  # not a number, or more digits than int() parses: let the read decide
+        too_large = False
+    if too_large:
         raise RequestTooLargeError(f"request body is larger than {max_bytes} bytes")
     parts, size = [], 0
     async for part in request.stream():

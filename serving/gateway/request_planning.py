@@ -10,6 +10,9 @@ from serving.engine.protocol import GenerationRequest, SamplingSettings
 from serving.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError
 from serving.gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 
+# Below this temperature the engine (vLLM) samples greedily, and refuses n > 1.
+GREEDY_TEMPERATURE = 1e-5
+
 
 class Tokenizer(Protocol):
     def encode_chat(self, messages: list[ChatMessage]) -> list[int]: ...
@@ -71,6 +74,11 @@ def plan_request(
     if body.stream_options is not None and not body.stream:
         raise InvalidRequestError(
             "stream_options is only allowed when stream is true", param="stream_options"
+        )
+    if body.temperature < GREEDY_TEMPERATURE and body.n > 1:
+        raise InvalidRequestError(
+            f"n must be 1 when temperature is {body.temperature:g}: greedy sampling gives one answer",
+            param="n",
         )
     if isinstance(body, ChatCompletionRequest):
         prompt_ids, param = tokenizer.encode_chat(body.messages), "messages"

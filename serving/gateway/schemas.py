@@ -66,7 +66,7 @@ class SamplingFields(_Body):
     frequency_penalty: Annotated[float, Field(ge=-2, le=2)] = 0.0
     # vLLM extensions (the OpenAI SDK sends them through ``extra_body``).
     repetition_penalty: Annotated[float, Field(gt=0, le=10)] = 1.0
-    top_k: Annotated[int, Field(ge=-1)] = -1
+    top_k: Annotated[int, Field(ge=-1, le=INT64_MAX)] = -1  # the engine's transport carries int64
     min_p: Annotated[float, Field(ge=0, le=1)] = 0.0
     min_tokens: Annotated[int, Field(ge=0)] = 0
     stream: bool = False
@@ -109,7 +109,7 @@ class CompletionRequest(SamplingFields):
 class TokenizeRequest(_Body):
     model: str
     prompt: str | None = None
-    messages: list[ChatMessage] | None = None
+    messages: Annotated[list[ChatMessage], Field(min_length=1)] | None = None
     add_special_tokens: bool = True
 
 

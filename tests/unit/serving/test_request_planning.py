@@ -3,7 +3,7 @@ from pydantic import ValidationError
 
 from serving.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError
 from serving.gateway.request_planning import plan_max_tokens, plan_request
-from serving.gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
+from serving.gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, TokenizeRequest
 
 MODEL = "smollm2-135m-instruct"
 
@@ -36,9 +36,9 @@ def test_text_parts_are_joined(tokenizer):
 
 
 def test_sampling_fields_flow_into_the_request(tokenizer):
-    request = plan(chat(max_tokens=7, temperature=0, top_p=0.5, n=2, stop=["\n", "END"], seed=3), tokenizer)
+    request = plan(chat(max_tokens=7, temperature=0.3, top_p=0.5, n=2, stop=["\n", "END"], seed=3), tokenizer)
     s = request.sampling
-    assert (s.max_tokens, s.temperature, s.top_p, s.n, s.stop, s.seed) == (7, 0, 0.5, 2, ("\n", "END"), 3)
+    assert (s.max_tokens, s.temperature, s.top_p, s.n, s.stop, s.seed) == (7, 0.3, 0.5, 2, ("\n", "END"), 3)
     assert request.prompt_token_ids == tuple(tokenizer.encode_chat(chat().messages))
 
 
@@ -131,7 +131,23 @@ def test_stream_options_without_stream_is_refused(tokenizer):
     {"stop": ["a", "b", "c", "d", "e"]}, {"stop": [""]}, {"messages": [{"role": "robot", "content": "x"}]},
     {"max_tokens": "many"}, {"seed": 2**63}, {"seed": -(2**63) - 1}, {"presence_penalty": 2.5},
     {"top_k": -2}, {"min_p": 1.5}, {"repetition_penalty": 0},
+    {"top_k": 2**63},  # found by test_fuzz_gateway: the engine's msgpack transport carries int64 only
 ])
 def test_invalid_values_are_validation_errors(fields):
     with pytest.raises(ValidationError):
         chat(**fields)
+
+
+@pytest.mark.parametrize("temperature", [0, 1e-6])
+def test_several_choices_with_greedy_sampling_are_refused(tokenizer, temperature):
+    # Found by test_fuzz_gateway: vLLM refuses n > 1 when sampling greedily, which was a 500.
+    with pytest.raises(InvalidRequestError, match="n must be 1") as err:
+        plan(chat(temperature=temperature, n=2), tokenizer)
+    assert err.value.param == "n"
+    assert plan(chat(temperature=temperature, n=1), tokenizer).sampling.n == 1
+
+
+def test_tokenize_refuses_an_empty_conversation():
+    # Found by test_fuzz_gateway: transformers raises ValueError on it, which was a 500.
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        TokenizeRequest.model_validate({"model": MODEL, "messages": []})
