@@ -7,6 +7,7 @@ when they are public) needs ``Authorization: Bearer KEY``: see :mod:`serving.gat
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ from serving.gateway.schemas import (
 from serving.gateway.service import EventStream, GatewayService, log_request
 
 Body = TypeVar("Body", bound=BaseModel)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800-\udfff written as a JSON escape
 REPLICA_HEADER = "x-serveout-replica"  # which engine replica served the request
 
 
@@ -82,7 +84,8 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
     """
     try:
         data: Any = json.loads(raw)
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        if _SURROGATE_ESCAPE.search(raw):  # only escapes can carry one: skip the re-encode otherwise
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidRequestError("the body holds a lone UTF-16 surrogate (\\ud800-\\udfff), "
                                   "which is not text") from None
