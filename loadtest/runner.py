@@ -308,7 +308,7 @@ def _generator_report(
         loop_lag_max_s=final.loop_lag_max_s if final else None,
         saturated=saturated,
         cpu_samples=tuple((round(t, 3), round(p, 2)) for t, p in cpu),
-        workers=tuple(report for report, _ in workers),  # kept once GeneratorReport has the field
+        workers=tuple(report for report, _ in workers),
     )
 
 

@@ -57,7 +57,7 @@ def _row(kind: ScalingKind, run: RunRow, base: RunRow, ideal: float) -> ScalingR
         kind=kind, candidate_id=run.candidate_id, base_id=base.candidate_id,
         accelerators=run.accelerators, base_accelerators=base.accelerators,
         capacity_rps=cap, base_capacity_rps=base_cap, speedup=cap / base_cap, ideal_speedup=ideal,
-        efficiency=cap / base_cap / ideal, efficiency_low=low, efficiency_high=high,
+        efficiency=scaling_efficiency(cap, ideal, base_cap), efficiency_low=low, efficiency_high=high,
     )
 
 

@@ -67,8 +67,9 @@ class AdmissionController:
                 del self._seen[key]
         return len(self._seen)
 
-    def fair_share(self) -> int:
-        return math.ceil(self.limit / max(1, self.active_keys()))
+    def fair_share(self, active: int | None = None) -> int:
+        """The most requests one key may hold while ``active`` keys (default: now) compete."""
+        return math.ceil(self.limit / max(1, self.active_keys() if active is None else active))
 
     def admit(self, key: str = ANONYMOUS, *, concurrency: int | None = None) -> AdmissionTicket:
         """A ticket for one request of ``key``, or a 429 error: the key's own
@@ -80,7 +81,7 @@ class AdmissionController:
                 f"this API key may have {concurrency} request(s) in flight at once; retry after "
                 f"one finishes", retry_after_s=self.retry_after_s, reason="concurrency")
         active = self.active_keys()
-        share = math.ceil(self.limit / active)
+        share = self.fair_share(active)
         if active > 1 and mine >= share:
             raise OverloadedError(
                 f"the server is busy and this API key already holds its fair share ({share} of "

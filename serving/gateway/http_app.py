@@ -84,7 +84,9 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
     """
     try:
         data: Any = json.loads(raw)
-        if _SURROGATE_ESCAPE.search(raw):  # only escapes can carry one: skip the re-encode otherwise
+        # json.loads decodes bytes with "surrogatepass": a lone surrogate comes from an escape
+        # or from non-ASCII bytes; plain ASCII JSON without such escapes skips the re-encode.
+        if not raw.isascii() or b"\x00" in raw or _SURROGATE_ESCAPE.search(raw):
             json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidRequestError("the body holds a lone UTF-16 surrogate (\\ud800-\\udfff), "
