@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from benchmarks.timed_server import Trace
-from loadtest.stats import Distribution, mean
+from loadtest.analysis.stats import Distribution, mean
 
 ABS_TOLERANCE_S = 0.002  # the goal: within max(2 ms, 2 %) of the truth
 REL_TOLERANCE = 0.02

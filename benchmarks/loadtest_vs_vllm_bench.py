@@ -153,7 +153,7 @@ SERVER_HISTOGRAMS = {
 
 def scrape(port: int) -> dict[str, float]:
     """Sums and counts of vLLM's latency histograms (the server's own view)."""
-    from loadtest.prometheus import parse_prometheus_text
+    from loadtest.client.prometheus import parse_prometheus_text
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         samples = parse_prometheus_text(response.read().decode())

@@ -20,7 +20,7 @@ import argparse
 import json
 import time
 
-from loadtest.sse import SSEDecoder, StreamReader, StreamTimer
+from loadtest.client.sse import SSEDecoder, StreamReader, StreamTimer
 
 
 def vllm_like_stream(tokens: int) -> list[bytes]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from loadtest.stats import percentile
+from loadtest.analysis.stats import percentile
 
 
 @dataclass(frozen=True)

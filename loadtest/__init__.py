@@ -15,10 +15,10 @@ from loadtest._version import __version__
 
 _EXPORTS = {
     # running
-    "run_load_test": "loadtest.runner",
-    "RunOptions": "loadtest.runner",
-    "load_summary": "loadtest.summary",
-    "save_summary": "loadtest.summary",
+    "run_load_test": "loadtest.run.orchestrator",
+    "RunOptions": "loadtest.run.orchestrator",
+    "load_summary": "loadtest.analysis.summary",
+    "save_summary": "loadtest.analysis.summary",
     "compare_summaries": "loadtest.reports.compare",
     # configuration
     "LoadTestConfig": "loadtest.config",
@@ -26,16 +26,16 @@ _EXPORTS = {
     "Endpoint": "loadtest.config",
     "parse_profile": "loadtest.profiles",
     "parse_workload": "loadtest.workloads",
-    "parse_slos": "loadtest.slo",
-    "Objective": "loadtest.slo",
+    "parse_slos": "loadtest.analysis.slo",
+    "Objective": "loadtest.analysis.slo",
     # results
-    "Summary": "loadtest.summary",
-    "StageSummary": "loadtest.summary",
-    "SweepReport": "loadtest.summary",
-    "SCHEMA_VERSION": "loadtest.summary",
-    "Distribution": "loadtest.stats",
-    "RequestRecord": "loadtest.records",
-    "ErrorKind": "loadtest.records",
+    "Summary": "loadtest.analysis.summary",
+    "StageSummary": "loadtest.analysis.summary",
+    "SweepReport": "loadtest.analysis.summary",
+    "SCHEMA_VERSION": "loadtest.analysis.summary",
+    "Distribution": "loadtest.analysis.stats",
+    "RequestRecord": "loadtest.analysis.records",
+    "ErrorKind": "loadtest.analysis.records",
     # errors
     "LoadTestError": "loadtest.errors",
     "ConfigError": "loadtest.errors",
@@ -77,10 +77,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         WorkloadError,
     )
     from loadtest.profiles import parse_profile
-    from loadtest.records import ErrorKind, RequestRecord
+    from loadtest.analysis.records import ErrorKind, RequestRecord
     from loadtest.reports.compare import compare_summaries
-    from loadtest.runner import RunOptions, run_load_test
-    from loadtest.slo import Objective, parse_slos
-    from loadtest.stats import Distribution
-    from loadtest.summary import SCHEMA_VERSION, StageSummary, Summary, SweepReport, load_summary, save_summary
+    from loadtest.run.orchestrator import RunOptions, run_load_test
+    from loadtest.analysis.slo import Objective, parse_slos
+    from loadtest.analysis.stats import Distribution
+    from loadtest.analysis.summary import SCHEMA_VERSION, StageSummary, Summary, SweepReport, load_summary, save_summary
     from loadtest.workloads import parse_workload

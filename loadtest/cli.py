@@ -1,30 +1,37 @@
-"""``loadtest``: run a load test, compare two runs, sweep configurations, plan capacity.
+"""``loadtest``: run a load test against any OpenAI-compatible endpoint, compare two runs.
 
-Exit codes: 0 done (SLO met or none set), 1 an SLO was missed, 2 invalid options,
-3 the run could not be carried out (target unreachable, generator failure, ...),
-4 a load-generator worker crashed or was lost (its records cannot be trusted).
+Exit codes: :class:`loadtest.errors.ExitCode`. ``loadtest sweep`` and ``loadtest plan``
+are deprecated aliases of ``sweep run`` and ``sweep plan`` (the :mod:`sweep` package,
+installed with serveout's serving extra); they run it as a separate program, so this
+package never imports the sweep or the serving stack.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from loadtest.errors import ConfigError, LoadTestError, WorkerError
-from loadtest.sweep.cli import add_sweep_commands, cmd_plan, cmd_sweep
+from loadtest.errors import ConfigError, ExitCode, LoadTestError
 from loadtest.units import parse_duration
 
 DEFAULT_PROFILE = "concurrency:users=8"
 DEFAULT_WORKLOAD = "random:input_len=256,output_len=128"
 
-EXIT_OK, EXIT_SLO_FAILED, EXIT_USAGE, EXIT_FAILED, EXIT_WORKER_FAILED = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_SLO_FAILED, EXIT_USAGE, EXIT_FAILED, EXIT_WORKER_FAILED = (
+    ExitCode.OK, ExitCode.SLO_MISSED, ExitCode.USAGE, ExitCode.FAILED, ExitCode.WORKER_LOST)
+
+# Deprecated `loadtest` commands -> the `sweep` command that replaced them.
+SWEEP_ALIASES = {"sweep": "run", "plan": "plan"}
 
 
 def _duration(text: str) -> float:
@@ -92,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--idle-timeout", type=_duration, default=600.0,
                         help="stop when no master answers for this long (default: 10m)")
 
-    add_sweep_commands(sub)
+    for alias, command in SWEEP_ALIASES.items():
+        sub.add_parser(alias, help=f"deprecated: use `sweep {command}`", add_help=False)
     listing = sub.add_parser("list", help="list profiles, workloads, report formats and prompt sets")
     listing.add_argument("what", nargs="?", choices=("profiles", "workloads", "reports", "prompt-sets"))
     return parser
@@ -102,7 +110,7 @@ def config_from_args(args: argparse.Namespace):
     """The typed config of ``loadtest run``'s options."""
     from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig, parse_host_port
     from loadtest.profiles import parse_profile
-    from loadtest.slo import parse_slos
+    from loadtest.analysis.slo import parse_slos
     from loadtest.workloads import parse_workload
 
     duration = args.duration if args.duration is not None else (None if args.requests else 60.0)
@@ -153,7 +161,7 @@ def _reports(text: str | None) -> tuple[str, ...] | None:
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from loadtest.reports import report_registry
     from loadtest.reports.table import summary_renderable
-    from loadtest.runner import RunOptions, run_load_test
+    from loadtest.run.orchestrator import RunOptions, run_load_test
 
     config = config_from_args(args)
     reports = _reports(args.reports)
@@ -170,7 +178,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, console: Console) -> int:
-    from loadtest.child import serve_master
+    from loadtest.run.child import serve_master
     from loadtest.config import parse_host_port
 
     parse_host_port(args.master)
@@ -185,7 +193,7 @@ def cmd_worker(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from loadtest.reports.compare import compare_summaries, comparison_table
-    from loadtest.summary import load_summary
+    from loadtest.analysis.summary import load_summary
 
     a, b = load_summary(args.run_a), load_summary(args.run_b)
     console.print(comparison_table(compare_summaries(a, b), str(args.run_a), str(args.run_b)))
@@ -196,9 +204,9 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from loadtest.records import read_records
+    from loadtest.analysis.records import read_records
     from loadtest.reports import write_reports
-    from loadtest.summary import load_summary
+    from loadtest.analysis.summary import load_summary
 
     summary = load_summary(args.run)
     folder = args.run if args.run.is_dir() else args.run.parent
@@ -232,27 +240,46 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "list": cmd_list,
-            "sweep": cmd_sweep, "plan": cmd_plan, "worker": cmd_worker}
+            "worker": cmd_worker}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def forward_to_sweep(alias: str, args: list[str]) -> int:
+    """``loadtest sweep|plan ARGS`` (deprecated): ``sweep run|plan ARGS``, as a child program."""
+    command = SWEEP_ALIASES[alias]
+    err = Console(stderr=True)
+    if importlib.util.find_spec("sweep") is None:
+        err.print(f"[red]error:[/] `loadtest {alias}` needs the sweep, part of serveout's serving install "
+                  "(pip install 'serveout[cpu]' or '[gpu]')")
+        return EXIT_USAGE
+    err.print(f"[yellow]`loadtest {alias}` is deprecated: use `sweep {command}`[/]")
+    child = subprocess.Popen([sys.executable, "-m", "sweep", command, *args])
+    try:
+        return child.wait()
+    except KeyboardInterrupt:  # the child got the same Ctrl-C and writes its partial report
+        return child.wait()
+
+
+def run_command(command: Callable[[argparse.Namespace, Console], int], args: argparse.Namespace) -> int:
+    """Run one command; an escaping :class:`LoadTestError` becomes one line and its exit code."""
     # Piped or logged output: wide enough that result tables are not cut to 80 columns.
     console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
-        return COMMANDS[args.command](args, console)
-    except ConfigError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}")
-        return EXIT_USAGE
-    except WorkerError as exc:
-        Console(stderr=True).print(f"[red]failed (load-generator worker):[/] {exc}")
-        return EXIT_WORKER_FAILED
+        return command(args, console)
     except LoadTestError as exc:
-        Console(stderr=True).print(f"[red]failed:[/] {exc}")
-        return EXIT_FAILED
+        label = "error" if exc.exit_code == ExitCode.USAGE else "failed"
+        Console(stderr=True).print(f"[red]{label}:[/] {exc}", highlight=False)
+        return exc.exit_code
     except KeyboardInterrupt:
         Console(stderr=True).print("[red]interrupted[/]")
-        return 130
+        return ExitCode.INTERRUPTED
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SWEEP_ALIASES:
+        return forward_to_sweep(argv[0], argv[1:])
+    args = build_parser().parse_args(argv)
+    return run_command(COMMANDS[args.command], args)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,42 @@
-"""The one exception tree of :mod:`loadtest`.
+"""The one exception tree of :mod:`loadtest` (and of :mod:`sweep`, which extends it),
+and the exit codes of their commands.
 
-Every error the load tester raises on purpose is a :class:`LoadTestError`.
-Failed *requests* are not exceptions: they are recorded and counted by kind
-(:class:`loadtest.records.ErrorKind`).
+Every error the load tester raises on purpose is a :class:`LoadTestError`; each class
+names the exit code a command ends with when it escapes (:class:`ExitCode`). Failed
+*requests* are not exceptions: they are recorded and counted by kind
+(:class:`loadtest.analysis.records.ErrorKind`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import IntEnum
+from typing import ClassVar
+
+
+class ExitCode(IntEnum):
+    """Exit codes of ``loadtest`` and ``sweep`` (docs/loadtest.md, "Exit codes")."""
+
+    OK = 0
+    SLO_MISSED = 1  # a run missed an SLO; a sweep found no candidate meeting it
+    USAGE = 2  # an invalid option, spec string, spec file or config value
+    FAILED = 3  # the work could not be carried out (target unreachable, generator failed, ...)
+    WORKER_LOST = 4  # a load-generator worker crashed or was lost: its records cannot be trusted
+    MODEL_UNAVAILABLE = 5  # a sweep's model is not in the catalog or not prepared
+    NO_ISOLATION = 6  # --isolate-network: no loopback-only network namespace can be made
+    INTERRUPTED = 130  # Ctrl-C
 
 
 class LoadTestError(Exception):
-    """Base of every loadtest error."""
+    """Base of every loadtest (and sweep) error."""
+
+    exit_code: ClassVar[ExitCode] = ExitCode.FAILED
 
 
 class ConfigError(LoadTestError):
     """An option, spec string or config value is invalid."""
+
+    exit_code = ExitCode.USAGE
 
 
 class UnknownNameError(ConfigError):
@@ -53,6 +74,8 @@ class GeneratorError(LoadTestError):
 
 class WorkerError(GeneratorError):
     """A load-generator worker of a distributed run crashed, was lost or lost records."""
+
+    exit_code = ExitCode.WORKER_LOST
 
 
 class SummaryError(LoadTestError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from loadtest.records import RequestRecord
+from loadtest.analysis.records import RequestRecord
 from loadtest.workloads.base import Session, WorkloadPlan
 
 

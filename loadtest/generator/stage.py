@@ -16,14 +16,14 @@ import numpy as np
 from locust.runners import Runner
 from locust.shape import LoadTestShape
 
-from loadtest.arrivals import schedule
+from loadtest.generator.arrivals import schedule
 from loadtest.config import LoadTestConfig
 from loadtest.generator.context import RunContext
 from loadtest.generator.job import GeneratorStatus
 from loadtest.generator.user import OpenAIUser
 from loadtest.profiles import ClosedLoad, OpenLoad, StagePlan
-from loadtest.records import RequestRecord, record_line
-from loadtest.stats import percentile
+from loadtest.analysis.records import RequestRecord, record_line
+from loadtest.analysis.stats import percentile
 
 FAST_SPAWN_RATE = 10_000.0
 POLL_S = 0.1

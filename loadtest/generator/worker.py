@@ -46,7 +46,7 @@ from loadtest.generator.job import (
 )
 from loadtest.generator.stage import LagProbe, cpu_seconds, drive_until_over, user_class
 from loadtest.generator.user import OpenAIUser
-from loadtest.records import RequestRecord, record_line
+from loadtest.analysis.records import RequestRecord, record_line
 from loadtest.workloads.base import WorkloadPlan
 
 SHIP_INTERVAL_S = 0.25

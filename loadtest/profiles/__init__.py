@@ -14,7 +14,7 @@ from loadtest.profiles.base import (
     StagePlan,
 )
 from loadtest.profiles.simple import ConstantRate, FixedConcurrency, LinearRamp, Poisson
-from loadtest.profiles.sweep import RateSweep
+from loadtest.profiles.rate_search import RateSweep
 from loadtest.registry import Registry
 from loadtest.specs import build_from_spec
 

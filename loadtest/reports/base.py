@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from loadtest.records import RequestRecord
-from loadtest.summary import StageSummary, Summary, SweepPoint
+from loadtest.analysis.records import RequestRecord
+from loadtest.analysis.summary import StageSummary, Summary, SweepPoint
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from rich.table import Table
 
 from loadtest.reports.figures import ALL_FIGURES, Figure
-from loadtest.summary import StageSummary, Summary
+from loadtest.analysis.summary import StageSummary, Summary
 
 
 @dataclass(frozen=True)

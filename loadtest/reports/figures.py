@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from loadtest.summary import StageSummary
+from loadtest.analysis.summary import StageSummary
 from loadtest.units import format_seconds
 
 LATENCY_STATS = ("p50", "p90", "p95", "p99", "mean", "max")

@@ -6,10 +6,10 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadtest.metrics import request_tpot
-from loadtest.records import RequestRecord, record_line
+from loadtest.analysis.metrics import request_tpot
+from loadtest.analysis.records import RequestRecord, record_line
 from loadtest.reports.base import phase
-from loadtest.summary import Summary, save_summary
+from loadtest.analysis.summary import Summary, save_summary
 
 CSV_COLUMNS = (
     "stage", "id", "session", "turn", "user", "phase", "scheduled_s", "start_s", "start_unix", "ok",

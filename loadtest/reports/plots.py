@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadtest.metrics import request_tpot
-from loadtest.records import RequestRecord
+from loadtest.analysis.metrics import request_tpot
+from loadtest.analysis.records import RequestRecord
 from loadtest.reports.base import measured_ok, verdict_word
-from loadtest.slo import Metric
-from loadtest.summary import Summary
+from loadtest.analysis.slo import Metric
+from loadtest.analysis.summary import Summary
 
 CDF_PNG = "latency_cdf.png"
 TIMELINE_PNG = "timeline.png"

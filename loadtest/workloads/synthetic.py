@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from loadtest.errors import WorkloadError
-from loadtest.lengths import LengthDistribution, LengthKind
+from loadtest.workloads.lengths import LengthDistribution, LengthKind
 from loadtest.units import Seconds
 from loadtest.workloads.base import Session, Turn, WorkloadContext, WorkloadPlan
 from loadtest.workloads.tokens import PromptFactory, chat_overhead, count_tokens

@@ -20,12 +20,8 @@ from serving.config.stack import StackConfig
 from serving.local_cluster import ClusterOptions, LocalCluster
 from serving.model_store import ModelStore
 
-REPO = Path(__file__).resolve().parents[2]
-MODEL = "smollm2-135m-instruct"
-PORT = int(os.environ.get("SERVEOUT_TEST_PORT", "8000"))
-
-# The base configuration most integration tests share: two replicas (one core each).
-BASE = {"replicas": {"num_replicas": 2}, "gateway": {"max_in_flight": 24, "port": PORT}}
+from tests.integration.settings import BASE, MODEL, PORT
+from tests.paths import REPO
 
 
 class Stack:

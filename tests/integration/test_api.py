@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from tests.integration.conftest import MODEL
+from tests.integration.settings import MODEL
 
 pytestmark = pytest.mark.integration
 

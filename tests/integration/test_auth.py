@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from tests.integration.conftest import MODEL, PORT
+from tests.integration.settings import MODEL, PORT
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from tests.integration.conftest import BASE, MODEL
+from tests.integration.settings import BASE, MODEL
 from tests.integration.metrics_reading import by_label, wait_until
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from tests.integration.conftest import MODEL
+from tests.integration.settings import MODEL
 from tests.integration.metrics_reading import by_label, wait_until
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from tests.integration.conftest import MODEL
+from tests.integration.settings import MODEL
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ import pytest
 from ray import serve
 
 from serving.app_builder import ENGINE_DEPLOYMENT
-from tests.integration.conftest import BASE, MODEL
+from tests.integration.settings import BASE, MODEL
 from tests.integration.metrics_reading import by_label, wait_until
 
 pytestmark = pytest.mark.integration

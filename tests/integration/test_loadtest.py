@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from loadtest import SCHEMA_VERSION, LoadTestConfig, RunOptions, TargetConfig, load_summary, parse_profile, parse_slos, parse_workload, run_load_test
-from tests.integration.conftest import MODEL
+from tests.integration.settings import MODEL
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from tests.integration.conftest import BASE, MODEL
+from tests.integration.settings import BASE, MODEL
 
 pytestmark = pytest.mark.integration
 

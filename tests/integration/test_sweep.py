@@ -9,12 +9,12 @@ import json
 import pytest
 import yaml
 
-from loadtest.sweep.prices import load_price_table
-from loadtest.sweep.runner import run_sweep
-from loadtest.sweep.serveout_measurer import ServeoutMeasurer
-from loadtest.sweep.spec_io import load_sweep_spec
-from loadtest.sweep.store import ResultsFolder
-from tests.integration.conftest import REPO
+from sweep.prices import load_price_table
+from sweep.loop import run_sweep
+from sweep.measurer import ServeoutMeasurer
+from sweep.spec_file import load_sweep_spec
+from sweep.results_folder import ResultsFolder
+from tests.paths import REPO
 
 pytestmark = pytest.mark.integration
 

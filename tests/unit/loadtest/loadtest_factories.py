@@ -1,6 +1,6 @@
 """Builders of raw request records for the unit tests (no I/O, no server)."""
 
-from loadtest.records import ErrorKind, RequestRecord, TokenSource
+from loadtest.analysis.records import ErrorKind, RequestRecord, TokenSource
 
 _next_id = iter(range(10**9))
 

@@ -7,7 +7,7 @@ import pytest
 from serving.config.model_spec import ModelCatalog
 from serving.model_store import ModelStore
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+from tests.paths import MODELS  # noqa: E402
 
 
 @pytest.fixture(scope="session")

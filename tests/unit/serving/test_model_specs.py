@@ -5,7 +5,7 @@ import pytest
 from serving.config.model_spec import AcceleratorKind, ModelCatalog, load_model_spec
 from serving.errors import ConfigError
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+from tests.paths import MODELS  # noqa: E402
 
 
 @pytest.mark.parametrize("path", sorted(MODELS.glob("*.yaml")), ids=lambda p: p.name)

@@ -7,7 +7,7 @@ from serving.config.model_spec import Dtype, ModelCatalog
 from serving.config.stack import KeyLimits, RoutingPolicyName
 from serving.errors import ConfigError
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+from tests.paths import MODELS  # noqa: E402
 
 
 def build(data):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from loadtest.sweep import (
+from sweep import (
     BudgetSpec,
     LoadPoint,
     LoadProfileSpec,
@@ -30,7 +30,7 @@ from loadtest.sweep import (
     WorkloadSpec,
     measure_rates,
 )
-from loadtest.sweep.spec import ReplicaRange
+from sweep.spec import ReplicaRange
 from serving.config.model_spec import AcceleratorKind
 
 SLO = SloSpec(ttft_p95=1.0, tpot_p95=0.05, e2e_p95=10.0, min_goodput_share=0.9)

@@ -1,0 +1,1 @@
+"""From raw records to figures: records, exact statistics, SLO verdicts, the summary (pure)."""

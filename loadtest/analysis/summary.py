@@ -1,0 +1,278 @@
+"""The result of a load test: a typed, versioned summary (``summary.json``).
+
+Field names are a public contract (the sweep and the docs rely on them): add fields,
+never rename them without bumping :data:`SCHEMA_VERSION`. Times are in seconds, rates
+per second, fractions within [0, 1].
+
+Verdicts: a stage's ``passed`` is ``None`` when nothing was asked of it (no SLO, no
+error-rate bound), else ``True`` or ``False``. A stage whose measurement is invalid
+(``validity.valid`` is false: arrivals left late, the client concurrency cap was hit,
+the generator was CPU-saturated or its event loop lagged, or due arrivals were never
+sent) is never a pass: ``passed`` is ``False`` and ``verdict_reason`` starts with
+``"invalid measurement: "``. ``slo.passed`` stays the SLO verdict on the figures alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from loadtest.config import LoadTestConfig
+from loadtest.errors import SummaryError
+from loadtest.generator.job import WorkerReport
+from loadtest.profiles import StagePlan
+from loadtest.analysis.records import ErrorKind
+from loadtest.client.server_metrics import ServerSample
+from loadtest.analysis.slo import ObjectiveResult
+from loadtest.analysis.stats import Distribution
+
+SCHEMA_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Window(_Model):
+    """The measured window on the stage clock and its length (the rates' denominator)."""
+
+    start_s: float
+    end_s: float
+    duration_s: float
+
+
+class RequestCounts(_Model):
+    """``sent`` counts every request of the stage; the rest only measured ones."""
+
+    sent: int
+    measured: int
+    ok: int
+    failed: int
+    excluded_warmup: int
+    excluded_cooldown: int
+    errors: dict[ErrorKind, int] = {}
+    error_rate: float | None = None
+
+
+class Latency(_Model):
+    """Latency distributions of successful measured requests. ``itl`` pools every
+    inter-chunk gap; ``tpot`` has one value per request with more than one token."""
+
+    ttft: Distribution
+    itl: Distribution
+    tpot: Distribution
+    e2e: Distribution
+
+
+class Throughput(_Model):
+    """Rates over the measured window. ``request_rate`` counts successful requests that
+    *started* in the window (under overload it follows the offered rate);
+    ``completed_rate`` counts successful requests that *completed* in it (as vLLM's
+    benchmark does: the rate the server actually served)."""
+
+    request_rate: float | None = None
+    completed_rate: float | None = None
+    output_tokens_per_s: float | None = None
+    input_tokens_per_s: float | None = None
+    total_tokens_per_s: float | None = None
+
+
+class Tokens(_Model):
+    """Token totals of measured successful requests and where the counts came from."""
+
+    prompt_total: int
+    output_total: int
+    from_usage: int
+    from_tokenizer: int
+    unknown: int
+    output_len: Distribution
+    output_len_mismatches: int
+    prompt_len_mismatches: int
+
+
+class SLOReport(_Model):
+    """Verdicts; ``passed`` and the goodput figures are ``None`` when no objective was set.
+    Goodput counts the successful measured requests meeting every per-request objective.
+    ``confidence``: how sure ``passed`` is (see :func:`loadtest.analysis.slo.verdict_confidence`)."""
+
+    objectives: tuple[ObjectiveResult, ...] = ()
+    passed: bool | None = None
+    confidence: float | None = None
+    good_requests: int = 0
+    goodput_rps: float | None = None
+    goodput_fraction: float | None = None
+
+
+class Arrivals(_Model):
+    """Open-loop schedule keeping. ``scheduled``: arrivals sent (requests with a scheduled
+    start); ``late``: those that left more than ``late_threshold_s`` after it; ``due``:
+    arrivals the schedule placed inside the stage's duration (``None`` when unknown);
+    ``dropped``: due but never sent when the duration ended; ``achieved_rate``: arrivals
+    sent per second of the stage; ``slot_waits``: arrivals that found all
+    ``max_concurrency`` client slots busy (the client's concurrency cap was hit)."""
+
+    scheduled: int = 0
+    late: int = 0
+    late_threshold_s: float = 0.05
+    lag_p99_s: float | None = None
+    lag_max_s: float | None = None
+    due: int | None = None
+    dropped: int = 0
+    achieved_rate: float | None = None
+    max_concurrency: int | None = None
+    slot_waits: int = 0
+
+
+class Validity(_Model):
+    """Whether a stage measured what it claims; ``reasons`` say why not."""
+
+    valid: bool = True
+    reasons: tuple[str, ...] = ()
+
+
+class TimeBin(_Model):
+    """One bin of the stage timeline (``t`` = bin start on the stage clock)."""
+
+    t: float
+    started: int
+    completed: int
+    failed: int
+    output_tokens_per_s: float
+    ttft_p95: float | None = None
+    e2e_p95: float | None = None
+
+
+class GeneratorReport(_Model):
+    """The load generator's own CPU use (distributed: CPU seconds summed, percentages and
+    loop lag of the busiest worker); ``saturated`` means its figures are suspect (it, or
+    any worker, could not keep up)."""
+
+    cpu_seconds: float | None = None
+    cpu_seconds_load: float | None = None
+    cpu_percent_mean: float | None = None
+    cpu_percent_p90: float | None = None
+    cpu_percent_max: float | None = None
+    cpu_seconds_per_1k_tokens: float | None = None
+    loop_lag_p99_s: float | None = None
+    loop_lag_max_s: float | None = None
+    saturated: bool = False
+    cpu_samples: tuple[tuple[float, float], ...] = ()
+    workers: tuple[WorkerReport, ...] = Field((), description="per worker process (distributed runs)")
+
+
+class StageServer(_Model):
+    """Server counters over the stage (from ``/metrics``; ``None`` when not exported)."""
+
+    prompt_tokens_delta: float | None = None
+    generation_tokens_delta: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    queue_depth_max: float | None = None
+    kv_cache_usage_max: float | None = None
+    replicas_ready_max: float | None = None
+
+
+class StageSummary(_Model):
+    """Every figure of one stage (the whole run for single-stage profiles)."""
+
+    index: int
+    label: str
+    plan: StagePlan
+    started_unix: float
+    offset_s: float = Field(description="stage clock zero, seconds after the run started")
+    window: Window
+    requests: RequestCounts
+    latency: Latency
+    throughput: Throughput
+    tokens: Tokens
+    slo: SLOReport
+    arrivals: Arrivals
+    generator: GeneratorReport
+    server: StageServer
+    timeline: tuple[TimeBin, ...] = ()
+    validity: Validity = Validity()
+    passed: bool | None = None
+    verdict_reason: str = ""
+
+
+class SweepPoint(_Model):
+    """One probed rate; ``achieved_rate`` is the arrival rate actually sent, ``valid``
+    whether the stage measured what it claims, ``confidence`` how sure its verdict is."""
+
+    stage: int
+    offered_rate: float
+    achieved_rate: float | None
+    passed: bool
+    reason: str
+    valid: bool = True
+    confidence: float | None = None
+    goodput_rps: float | None
+    error_rate: float | None
+    ttft_p95: float | None
+    tpot_p95: float | None
+    e2e_p95: float | None
+
+
+class SweepReport(_Model):
+    """The rate sweep: every probed rate and the highest (offered) one that met the SLO
+    with a valid measurement, with the rate that point actually achieved."""
+
+    points: tuple[SweepPoint, ...]
+    max_rate_meeting_slo: float | None
+    achieved_rate_meeting_slo: float | None = None
+
+
+class ServerReport(_Model):
+    metrics_url: str | None = None
+    scrapes_ok: int = 0
+    scrapes_failed: int = 0
+    last_error: str | None = None
+    timeline: tuple[ServerSample, ...] = ()
+
+
+class Summary(_Model):
+    """The whole result. ``headline`` is the stage the top-level figures refer to (the
+    only stage, or for a sweep the best passing one, else the first)."""
+
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str
+    started_unix: float
+    ended_unix: float
+    config: LoadTestConfig
+    stages: tuple[StageSummary, ...]
+    headline_stage: int = 0
+    sweep: SweepReport | None = None
+    server: ServerReport = ServerReport()
+    warnings: tuple[str, ...] = ()
+    passed: bool | None = None
+
+    @property
+    def headline(self) -> StageSummary:
+        return self.stages[self.headline_stage]
+
+
+def save_summary(summary: Summary, path: Path) -> None:
+    """Write ``summary.json``."""
+    path.write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+
+
+def load_summary(path: str | Path) -> Summary:
+    """Read a ``summary.json`` (or the one inside a results folder)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "summary.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SummaryError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        version = json.loads(text).get("schema_version")
+    except (ValueError, AttributeError):
+        raise SummaryError(f"{path} is not a JSON summary") from None
+    if version != SCHEMA_VERSION:
+        raise SummaryError(f"{path} has schema version {version!r}; this loadtest reads {SCHEMA_VERSION}")
+    try:
+        return Summary.model_validate_json(text)
+    except ValidationError as exc:
+        raise SummaryError(f"{path} does not match the summary schema: {exc.errors()[0]}") from None

@@ -1,0 +1,1 @@
+"""Running a load test: the orchestrator, its child processes, scraping and progress."""

@@ -1,0 +1,174 @@
+"""Lines, modules and the import graph of serveout's packages; checks the layout rules.
+
+    python scripts/import_graph.py            # counts, package graph, cycles
+    python scripts/import_graph.py --check    # exit 1 if a rule below is broken
+
+Every import counts, at module level or inside a function (``TYPE_CHECKING`` blocks
+excepted: they never run). The rules (docs/development.md):
+
+- no import cycle between modules;
+- ``loadtest`` imports neither ``serving`` nor ``sweep`` (it stands alone);
+- ``serving`` imports neither ``loadtest`` nor ``sweep``;
+- only ``sweep`` imports both ``loadtest`` and ``serving``.
+
+Standard library only, so it runs before any set-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGES = ("serving", "loadtest", "sweep")
+FORBIDDEN = {"loadtest": ("serving", "sweep"), "serving": ("loadtest", "sweep")}
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Every module name an import in ``tree`` may load (run-time imports only)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            names.add(prefix)
+            names.update(f"{prefix}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "import_module":
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                names.add(node.args[0].value)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return names
+
+
+def build_graph(root: Path) -> tuple[dict[str, set[str]], dict[str, int]]:
+    """Module -> the project modules it imports, and module -> line count."""
+    files = {module_name(root, p): p for pkg in PACKAGES if (root / pkg).is_dir()
+             for p in sorted((root / pkg).rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    lines: dict[str, int] = {}
+    for module, path in files.items():
+        text = path.read_text()
+        lines[module] = text.count("\n")
+        targets = imported_names(ast.parse(text), module, path.name == "__init__.py")
+        graph[module] = {t for t in targets if t in files and t != module}
+    return graph, lines
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _folder(module: str, graph: dict[str, set[str]]) -> str:
+    """A module's folder (its package): ``loadtest.run.runner`` -> ``loadtest.run``."""
+    is_package = any(m.startswith(module + ".") for m in graph)
+    return module if is_package else module.rpartition(".")[0] or module
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    found = [f"import cycle: {' <-> '.join(c)}" for c in cycles(graph)]
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if _top(target) in FORBIDDEN.get(_top(module), ()):
+                found.append(f"{module} imports {target} ({_top(module)} must not import {_top(target)})")
+    return found
+
+
+def report(root: Path) -> list[str]:
+    graph, lines = build_graph(root)
+    out = ["package    modules  lines"]
+    for pkg in PACKAGES:
+        mods = [m for m in lines if _top(m) == pkg]
+        if mods:
+            out.append(f"{pkg:<10} {len(mods):>7}  {sum(lines[m] for m in mods):>5}")
+    folders: dict[str, set[str]] = defaultdict(set)
+    for module, targets in graph.items():
+        folders[_folder(module, graph)].update(_folder(t, graph) for t in targets)
+    out.append("")
+    out.append("folder -> folders it imports")
+    for folder in sorted(folders):
+        deps = sorted(folders[folder] - {folder})
+        count = sum(1 for m in lines if _folder(m, graph) == folder)
+        out.append(f"{folder} ({count} modules) -> {', '.join(deps) or '-'}")
+    found = violations(graph)
+    out.append("")
+    out.extend(found or ["no import cycle; no forbidden import"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a rule is broken")
+    args = parser.parse_args(argv)
+    print("\n".join(report(args.root)))
+    graph, _ = build_graph(args.root)
+    return 1 if args.check and violations(graph) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

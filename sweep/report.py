@@ -1,0 +1,162 @@
+"""``sweep.json``: the versioned, documented report of a sweep (built purely).
+
+Schema ``serveout.sweep`` version 2 (every field of :class:`SweepReport`):
+
+- ``kind`` ("serveout.sweep"), ``schema_version`` (2), ``status``
+  (``complete`` | ``partial`` while running | ``interrupted`` by Ctrl-C |
+  ``aborted`` by the measurer), ``generated_at`` (ISO 8601, UTC);
+- ``spec``: the sweep spec as run (``prices`` is the price file's path),
+  ``prices``: the price table used, ``fingerprint``: the measurement fingerprint
+  keying the persisted runs (:func:`sweep.spec.measurement_fingerprint`);
+- ``strategy``, ``grid_size`` (feasible candidates in the space), ``runs_needed``
+  (candidates measured or reused for this answer), ``runs_measured`` (in this
+  invocation), ``runs_reused`` (from the results folder), ``load_points``;
+- ``infeasible``: nominal candidates left out, with the budget reason;
+- ``runs``: one :class:`~sweep.rows.RunRow` per candidate in measurement
+  order: candidate (tp, replicas, engine), status and reason, accelerators, cost
+  per hour, every load point with its figures (samples, seeds, validity, bootstrap
+  evidence) and per-objective verdicts (limit, observed, ratio, passed,
+  confidence), the outcome at the target rate (pass | fail | invalid | error |
+  unknown), capacity at SLO and the lowest failing rate, throughput (req/s,
+  output tok/s), cost per million output tokens at the target;
+- ``scaling``: replica scaling and tensor-parallel scaling per accelerator
+  (:mod:`sweep.scaling`);
+- ``answer``: kind (passing | closest | none), best and runner-up candidate ids,
+  the best's verdicts (margin = 1 - ratio), failed objectives, explanation;
+- ``pareto``: candidate ids on the cost-per-million-tokens vs p95 E2E front;
+- ``capacity``: the fitted capacity model per shape (:mod:`sweep.capacity`);
+- ``notes``: the strategy's state per shape; ``assumptions``; ``warnings``.
+
+Readers must check ``schema_version``; new optional fields may appear in version 2.
+Version 1 (before validity, repeats and capacity-based scaling) is not read.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import Field
+
+from sweep.base import Strict
+from sweep.capacity import ShapeCapacity, fit_capacity
+from sweep.rows import RunRow, build_rows
+from sweep.prices import PriceTable
+from sweep.results import RunRecord
+from sweep.scaling import ScalingRow, scaling_rows
+from sweep.selection import CLOSEST_RULE, TIE_BREAK, Answer, choose, pareto_front
+from sweep.space import InfeasibleNote, SearchSpace
+from sweep.spec import SearchSettings, SweepSpec, measurement_fingerprint
+
+SCHEMA = "serveout.sweep"
+SCHEMA_VERSION = 2
+
+
+def assumptions(search: SearchSettings) -> tuple[str, ...]:
+    """What the search and the report take for granted, in words."""
+    return (
+        "passing is monotone in load: a rate above a failing one is taken as failing",
+        "fewer replicas never beat more: if N replicas fail at R, fewer fail too",
+        "a one-replica probe predicts replica counts but bounds none: pooled replicas behind "
+        "a least-loaded router can pass at R where one replica fails at R/N",
+        "more replicas of a shape that failed to deploy fail to deploy too; a crash, a tool "
+        "error or an invalid measurement says nothing about other counts",
+        "an invalid measurement (arrivals late, client concurrency cap reached, generator "
+        "CPU-saturated or lagging, achieved rate short of the offered one) is neither a pass nor a failure",
+        f"a point within {search.boundary_margin:.0%} of a limit is measured again with new seeds "
+        f"(up to {search.max_samples} samples); the median p95s and the pooled goodput decide",
+        "each point is judged at the rate actually sent; capacities are the highest such rates "
+        "meeting the SLO: lower bounds, exact to the spacing of the measured rates",
+        f"ties between passing configurations: {TIE_BREAK}",
+        f"closest when none passes: {CLOSEST_RULE}",
+    )
+
+
+class ReportStatus(enum.StrEnum):
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    INTERRUPTED = "interrupted"
+    ABORTED = "aborted"
+
+
+class SweepReport(Strict):
+    """The whole of ``sweep.json`` (see the module docstring for the schema)."""
+
+    kind: Literal["serveout.sweep"] = "serveout.sweep"
+    schema_version: Literal[2] = 2
+    status: ReportStatus
+    generated_at: str
+    spec: SweepSpec
+    prices: PriceTable
+    fingerprint: str
+    strategy: str
+    grid_size: int
+    runs_needed: int
+    runs_measured: int
+    runs_reused: int
+    load_points: int
+    infeasible: tuple[InfeasibleNote, ...] = ()
+    runs: tuple[RunRow, ...] = ()
+    answer: Answer
+    pareto: tuple[str, ...] = ()
+    scaling: tuple[ScalingRow, ...] = ()
+    capacity: tuple[ShapeCapacity, ...] = ()
+    notes: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = Field((), description="e.g. unreadable files, invalid measurements")
+
+    def run(self, candidate_id: str) -> RunRow | None:
+        return next((r for r in self.runs if r.candidate_id == candidate_id), None)
+
+
+class RunCounts(Strict):
+    """How the history was obtained in this invocation."""
+
+    measured: int = 0
+    reused: int = 0
+
+
+def build_report(
+    space: SearchSpace,
+    strategy: str,
+    history: Sequence[RunRecord],
+    *,
+    status: ReportStatus,
+    generated_at: str,
+    counts: RunCounts | None = None,
+    notes: Sequence[str] = (),
+    warnings: Sequence[str] = (),
+) -> SweepReport:
+    """The report of ``history`` (valid at any time: partial sweeps included)."""
+    counts = counts or RunCounts()
+    rows = build_rows(space, history)
+    invalid = tuple(
+        f"{row.candidate_id} at {p.point.offered_rps:.3g} req/s: invalid measurement "
+        f"({'; '.join(p.point.invalid_reasons)}), neither a pass nor a failure"
+        for row in rows
+        for p in row.points
+        if not p.point.valid
+    )
+    return SweepReport(
+        status=status,
+        generated_at=generated_at,
+        spec=space.spec,
+        prices=space.prices,
+        fingerprint=measurement_fingerprint(space.spec),
+        strategy=strategy,
+        grid_size=space.grid_size,
+        runs_needed=len(rows),
+        runs_measured=counts.measured,
+        runs_reused=counts.reused,
+        load_points=sum(len(r.points) for r in rows),
+        infeasible=space.infeasible,
+        runs=rows,
+        answer=choose(rows),
+        pareto=pareto_front(rows),
+        scaling=scaling_rows(rows),
+        capacity=fit_capacity(space, rows),
+        notes=tuple(notes),
+        assumptions=assumptions(space.spec.search),
+        warnings=(*warnings, *invalid),
+    )

@@ -1,0 +1,46 @@
+"""What the manifests assume of the app builder (imports transformers: a few seconds)."""
+
+from __future__ import annotations
+
+import importlib
+
+from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config
+
+from serving.manifests.naming import ENGINE_DEPLOYMENT, engine_deployment_label
+from serving.manifests.serve_config import IMPORT_PATH
+
+
+def test_import_path_is_the_declarative_entry_point():
+    module, attr = IMPORT_PATH.split(":")
+    app_builder = importlib.import_module(module)
+    assert getattr(app_builder, attr) is app_builder.app_from_args
+    assert ENGINE_DEPLOYMENT == app_builder.ENGINE_DEPLOYMENT
+
+
+def test_deployment_label_is_the_one_the_router_gets(kind):
+    from serving.app_builder import engine_deployment_options
+
+    config = cluster_config(CATALOG.get("smollm2-135m-instruct"), kind)
+    router = engine_deployment_options(config)["request_router_config"]
+    assert router.request_router_kwargs["deployment_label"] == engine_deployment_label(config)
+
+
+def test_serve_config_states_the_engine_options_the_app_builder_sets(h200):
+    """The rendered ``deployments:`` override equals what the app builder would set itself."""
+    from ray.serve.config import AutoscalingConfig
+
+    from serving.app_builder import engine_deployment_options
+    from serving.autoscaling import QueueDepthPolicy
+    from serving.manifests.serve_config import engine_replica_options
+
+    spec = CATALOG.get("llama-3.3-70b-instruct")
+    for min_replicas in (0, 2):
+        config = cluster_config(spec, h200, autoscaling={
+            "enabled": True, "min_replicas": min_replicas, "max_replicas": 6,
+            "target_queue_per_replica": 96, "downscale_delay_s": 600})
+        rendered = AutoscalingConfig(**engine_replica_options(config)["autoscaling_config"])
+        assert rendered == engine_deployment_options(config)["autoscaling_config"]
+        assert rendered.policy.get_policy() is QueueDepthPolicy
+    fixed = cluster_config(spec, h200, replicas={"num_replicas": 3})
+    assert engine_replica_options(fixed) == {
+        "name": ENGINE_DEPLOYMENT, "num_replicas": engine_deployment_options(fixed)["num_replicas"]}
