@@ -178,7 +178,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, console: Console) -> int:
-    from loadtest.run.child import serve_master
+    from loadtest.generator.child import serve_master
     from loadtest.config import parse_host_port
 
     parse_host_port(args.master)

@@ -21,10 +21,10 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from loadtest.generator.arrivals import arrivals_of
+from loadtest.analysis.arrivals import arrivals_of
 from loadtest.profiles import OpenLoad, StagePlan
 from loadtest.analysis.records import RequestRecord, TokenSource
-from loadtest.client.server_metrics import ServerSample, counter_delta
+from loadtest.analysis.server_metrics import ServerSample, counter_delta
 from loadtest.analysis.slo import Metric, Objective, evaluate, request_meets, verdict_confidence
 from loadtest.analysis.stats import Distribution
 from loadtest.analysis.summary import (

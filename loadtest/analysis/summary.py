@@ -21,14 +21,37 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loadtest.config import LoadTestConfig
 from loadtest.errors import SummaryError
-from loadtest.generator.job import WorkerReport
 from loadtest.profiles import StagePlan
 from loadtest.analysis.records import ErrorKind
-from loadtest.client.server_metrics import ServerSample
+from loadtest.analysis.server_metrics import ServerSample
 from loadtest.analysis.slo import ObjectiveResult
 from loadtest.analysis.stats import Distribution
 
 SCHEMA_VERSION = 1
+
+
+class WorkerReport(BaseModel):
+    """One worker process of a distributed stage, as the summary shows it: CPU in percent
+    of one core (from the worker's own samples), event-loop lag, the records it sent and
+    its wall clock's offset from the master's (``None`` when unmeasured)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    host: str
+    pid: int
+    records: int
+    cpu_seconds_load: float | None = None
+    cpu_percent_mean: float | None = None
+    cpu_percent_p90: float | None = None
+    cpu_percent_max: float | None = None
+    loop_lag_p99_s: float | None = None
+    loop_lag_max_s: float | None = None
+    saturated: bool = False
+    clock_offset_s: float | None = None
+    clock_rtt_s: float | None = None
+    stop_reason: str | None = None
+
 
 
 class _Model(BaseModel):

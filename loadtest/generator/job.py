@@ -1,6 +1,6 @@
 """The contracts of the load generator (no gevent): the job file the orchestrator writes,
 the status lines the generator writes back, and what a worker of a distributed stage
-reports (to its master in Locust custom messages, and on into the summary)."""
+reports to its master (in Locust custom messages)."""
 
 from __future__ import annotations
 
@@ -93,29 +93,6 @@ class GeneratorStatus(BaseModel):
     port: int | None = None
     workers: tuple[WorkerStatus, ...] = ()
     error: str | None = None
-
-
-class WorkerReport(BaseModel):
-    """One worker process of a distributed stage, as the summary shows it: CPU in percent
-    of one core (from the worker's own samples), event-loop lag, the records it sent and
-    its wall clock's offset from the master's (``None`` when unmeasured)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    index: int
-    host: str
-    pid: int
-    records: int
-    cpu_seconds_load: float | None = None
-    cpu_percent_mean: float | None = None
-    cpu_percent_p90: float | None = None
-    cpu_percent_max: float | None = None
-    loop_lag_p99_s: float | None = None
-    loop_lag_max_s: float | None = None
-    saturated: bool = False
-    clock_offset_s: float | None = None
-    clock_rtt_s: float | None = None
-    stop_reason: str | None = None
 
 
 class StatusTail:

@@ -16,7 +16,7 @@ import numpy as np
 from locust.runners import Runner
 from locust.shape import LoadTestShape
 
-from loadtest.generator.arrivals import schedule
+from loadtest.analysis.arrivals import schedule
 from loadtest.config import LoadTestConfig
 from loadtest.generator.context import RunContext
 from loadtest.generator.job import GeneratorStatus

@@ -24,7 +24,7 @@ import httpx
 from rich.console import Console
 
 from loadtest._version import __version__
-from loadtest.run.child import GeneratorProcess, StageProcesses, cpu_percentages
+from loadtest.generator.child import GeneratorProcess, StageProcesses, cpu_percentages
 from loadtest.config import Endpoint, LoadTestConfig
 from loadtest.errors import GeneratorError, TargetError, WorkerError
 from loadtest.generator.job import (
@@ -33,7 +33,6 @@ from loadtest.generator.job import (
     GeneratorJob,
     GeneratorStatus,
     StatusTail,
-    WorkerReport,
 )
 from loadtest.generator.workers import cpu_series, fleet_reports, worker_warnings
 from loadtest.analysis.metrics import achieved_rate, build_stage, sweep_report
@@ -43,7 +42,7 @@ from loadtest.reports import write_reports
 from loadtest.analysis.records import RecordTail, RequestRecord, read_records
 from loadtest.run.scraper import MetricsScraper
 from loadtest.analysis.stats import Distribution
-from loadtest.analysis.summary import GeneratorReport, ServerReport, StageSummary, Summary
+from loadtest.analysis.summary import GeneratorReport, ServerReport, StageSummary, Summary, WorkerReport
 from loadtest.run.tokencount import fill_token_counts
 from loadtest.units import format_seconds
 from loadtest.run.advisories import collect_warnings

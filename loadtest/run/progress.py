@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from loadtest.analysis.records import RequestRecord
-from loadtest.client.server_metrics import ServerSample
+from loadtest.analysis.server_metrics import ServerSample
 from loadtest.analysis.stats import percentile
 from loadtest.units import format_seconds
 

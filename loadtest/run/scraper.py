@@ -9,7 +9,7 @@ import httpx
 
 from loadtest.errors import ParseError
 from loadtest.client.prometheus import parse_prometheus_text
-from loadtest.client.server_metrics import ServerSample, extract_server_sample
+from loadtest.analysis.server_metrics import ServerSample, extract_server_sample
 
 
 class MetricsScraper:

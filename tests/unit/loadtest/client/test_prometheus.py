@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from loadtest.errors import ParseError
 from loadtest.client.prometheus import MetricSample, parse_prometheus_text, select
-from loadtest.client.server_metrics import counter_delta, extract_server_sample
+from loadtest.analysis.server_metrics import counter_delta, extract_server_sample
 
 VLLM = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

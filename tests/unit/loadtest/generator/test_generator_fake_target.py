@@ -9,7 +9,7 @@ import pytest
 from tests.unit.loadtest.fake_openai_server import FakeServer
 
 from loadtest import RunOptions, load_summary, parse_profile, parse_slos, parse_workload, run_load_test
-from loadtest.generator.arrivals import schedule
+from loadtest.analysis.arrivals import schedule
 from loadtest.config import LoadTestConfig, TargetConfig
 from loadtest.errors import TargetError
 from loadtest.analysis.records import ErrorKind, TokenSource, read_records

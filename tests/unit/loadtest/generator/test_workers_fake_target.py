@@ -15,8 +15,8 @@ import pytest
 from tests.unit.loadtest.fake_openai_server import FakeServer
 
 from loadtest import RunOptions, parse_profile, parse_workload, run_load_test
-from loadtest.generator.arrivals import schedule
-from loadtest.run.child import serve_master
+from loadtest.analysis.arrivals import schedule
+from loadtest.generator.child import serve_master
 from loadtest.cli import EXIT_WORKER_FAILED, main
 from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
 from loadtest.errors import WorkerError

@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loadtest.generator.arrivals import schedule
-from loadtest.generator.job import GeneratorStatus, WorkerReport, WorkerStatus
+from loadtest.analysis.arrivals import schedule
+from loadtest.analysis.summary import WorkerReport
+from loadtest.generator.job import GeneratorStatus, WorkerStatus
 from loadtest.generator.workers import (
     combined_status,
     cpu_series,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loadtest.run.orchestrator import _scrape_when_settled
-from loadtest.client.server_metrics import ServerSample, extract_server_sample
+from loadtest.analysis.server_metrics import ServerSample, extract_server_sample
 from loadtest.client.prometheus import parse_prometheus_text
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tests.unit.loadtest.loadtest_factories import ok_record
 
-from loadtest.generator.arrivals import arrival_count, arrivals_of, ramp_cumulative, schedule, slot_waits, unit_process
+from loadtest.analysis.arrivals import arrival_count, arrivals_of, ramp_cumulative, schedule, slot_waits, unit_process
 from loadtest.errors import ConfigError
 from loadtest.profiles import OpenLoad
 from loadtest.analysis.summary import Arrivals
