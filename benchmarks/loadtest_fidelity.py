@@ -61,9 +61,9 @@ from benchmarks.fidelity_truth import (
 )
 from benchmarks.loadtest_vs_vllm_bench import VLLM_BENCH, TreeCpu, run_measured
 from benchmarks.timed_server import Trace, start_in_child, traces_from_truth
-from loadtest.errors import ConfigError
 from loadtest.analysis.records import read_records
 from loadtest.analysis.summary import StageSummary, load_summary
+from loadtest.errors import ConfigError
 from loadtest.units import parse_duration
 from loadtest.workloads.tokenizer import default_tokenizer_path
 from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns

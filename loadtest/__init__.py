@@ -31,7 +31,7 @@ _EXPORTS = {
     # results
     "Summary": "loadtest.analysis.summary",
     "StageSummary": "loadtest.analysis.summary",
-    "SweepReport": "loadtest.analysis.summary",
+    "RateSearchReport": "loadtest.analysis.summary",
     "SCHEMA_VERSION": "loadtest.analysis.summary",
     "Distribution": "loadtest.analysis.stats",
     "RequestRecord": "loadtest.analysis.records",
@@ -64,6 +64,17 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from loadtest.analysis.records import ErrorKind, RequestRecord
+    from loadtest.analysis.slo import Objective, parse_slos
+    from loadtest.analysis.stats import Distribution
+    from loadtest.analysis.summary import (
+        SCHEMA_VERSION,
+        RateSearchReport,
+        StageSummary,
+        Summary,
+        load_summary,
+        save_summary,
+    )
     from loadtest.config import Endpoint, LoadTestConfig, TargetConfig
     from loadtest.errors import (
         ConfigError,
@@ -77,10 +88,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         WorkloadError,
     )
     from loadtest.profiles import parse_profile
-    from loadtest.analysis.records import ErrorKind, RequestRecord
     from loadtest.reports.compare import compare_summaries
     from loadtest.run.orchestrator import RunOptions, run_load_test
-    from loadtest.analysis.slo import Objective, parse_slos
-    from loadtest.analysis.stats import Distribution
-    from loadtest.analysis.summary import SCHEMA_VERSION, StageSummary, Summary, SweepReport, load_summary, save_summary
     from loadtest.workloads import parse_workload

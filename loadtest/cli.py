@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from loadtest.errors import ConfigError, ExitCode, LoadTestError
@@ -108,9 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace):
     """The typed config of ``loadtest run``'s options."""
+    from loadtest.analysis.slo import parse_slos
     from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig, parse_host_port
     from loadtest.profiles import parse_profile
-    from loadtest.analysis.slo import parse_slos
     from loadtest.workloads import parse_workload
 
     duration = args.duration if args.duration is not None else (None if args.requests else 60.0)
@@ -178,8 +179,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, console: Console) -> int:
-    from loadtest.generator.child import serve_master
     from loadtest.config import parse_host_port
+    from loadtest.generator.child import serve_master
 
     parse_host_port(args.master)
     if args.processes < 1:
@@ -192,8 +193,8 @@ def cmd_worker(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from loadtest.reports.compare import compare_summaries, comparison_table
     from loadtest.analysis.summary import load_summary
+    from loadtest.reports.compare import compare_summaries, comparison_table
 
     a, b = load_summary(args.run_a), load_summary(args.run_b)
     console.print(comparison_table(compare_summaries(a, b), str(args.run_a), str(args.run_b)))
@@ -205,8 +206,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from loadtest.analysis.records import read_records
-    from loadtest.reports import write_reports
     from loadtest.analysis.summary import load_summary
+    from loadtest.reports import write_reports
 
     summary = load_summary(args.run)
     folder = args.run if args.run.is_dir() else args.run.parent
@@ -267,7 +268,7 @@ def run_command(command: Callable[[argparse.Namespace, Console], int], args: arg
         return command(args, console)
     except LoadTestError as exc:
         label = "error" if exc.exit_code == ExitCode.USAGE else "failed"
-        Console(stderr=True).print(f"[red]{label}:[/] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[red]{label}:[/] {escape(str(exc))}", highlight=False)
         return exc.exit_code
     except KeyboardInterrupt:
         Console(stderr=True).print("[red]interrupted[/]")

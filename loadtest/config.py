@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from loadtest.analysis.slo import Objective, check_applicable
 from loadtest.errors import ConfigError, SLOError
 from loadtest.profiles import ProfileConfig
-from loadtest.analysis.slo import Objective, check_applicable
 from loadtest.units import Seconds
 from loadtest.workloads import WorkloadConfig
 

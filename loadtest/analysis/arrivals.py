@@ -22,11 +22,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from loadtest.errors import ConfigError
-from loadtest.profiles import OpenLoad
 from loadtest.analysis.records import RequestRecord
 from loadtest.analysis.stats import percentile
 from loadtest.analysis.summary import Arrivals
+from loadtest.errors import ConfigError
+from loadtest.profiles import OpenLoad
 
 MAX_ARRIVALS = 2_000_000
 LATE_THRESHOLD_S = 0.05  # an arrival leaving later than this after its schedule is late

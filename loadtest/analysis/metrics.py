@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Sequence
 
 from loadtest.analysis.arrivals import arrivals_of
-from loadtest.profiles import OpenLoad, StagePlan
 from loadtest.analysis.records import RequestRecord, TokenSource
 from loadtest.analysis.server_metrics import ServerSample, counter_delta
 from loadtest.analysis.slo import Metric, Objective, evaluate, request_meets, verdict_confidence
@@ -30,18 +29,19 @@ from loadtest.analysis.stats import Distribution
 from loadtest.analysis.summary import (
     GeneratorReport,
     Latency,
+    RateSearchReport,
     RequestCounts,
     SLOReport,
     StageServer,
     StageSummary,
     SweepPoint,
-    SweepReport,
     Throughput,
     Tokens,
     Validity,
     Window,
 )
 from loadtest.analysis.timeline import bin_width, prompt_tokens_between, time_bins, tokens_between
+from loadtest.profiles import OpenLoad, StagePlan
 
 MAX_LATE_FRACTION = 0.05  # more late arrivals than this: the schedule was not kept
 LOOP_LAG_LIMIT_S = 0.1  # generator event-loop lag (p99) beyond which timings are suspect
@@ -296,7 +296,7 @@ def achieved_rate(stage: StageSummary) -> float | None:
     return stage.requests.measured / stage.window.duration_s
 
 
-def sweep_report(stages: Sequence[StageSummary]) -> SweepReport:
+def rate_search_report(stages: Sequence[StageSummary]) -> RateSearchReport:
     """The sweep's points (sorted by offered rate) and the best passing rate."""
     points = []
     for s in stages:
@@ -320,7 +320,7 @@ def sweep_report(stages: Sequence[StageSummary]) -> SweepReport:
         )
     points.sort(key=lambda p: p.offered_rate)
     best = max((p for p in points if p.passed), key=lambda p: p.offered_rate, default=None)
-    return SweepReport(
+    return RateSearchReport(
         points=tuple(points),
         max_rate_meeting_slo=best.offered_rate if best else None,
         achieved_rate_meeting_slo=best.achieved_rate if best else None,

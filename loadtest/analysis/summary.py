@@ -19,13 +19,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from loadtest.config import LoadTestConfig
-from loadtest.errors import SummaryError
-from loadtest.profiles import StagePlan
 from loadtest.analysis.records import ErrorKind
 from loadtest.analysis.server_metrics import ServerSample
 from loadtest.analysis.slo import ObjectiveResult
 from loadtest.analysis.stats import Distribution
+from loadtest.config import LoadTestConfig
+from loadtest.errors import SummaryError
+from loadtest.profiles import StagePlan
 
 SCHEMA_VERSION = 1
 
@@ -237,7 +237,7 @@ class SweepPoint(_Model):
     e2e_p95: float | None
 
 
-class SweepReport(_Model):
+class RateSearchReport(_Model):
     """The rate sweep: every probed rate and the highest (offered) one that met the SLO
     with a valid measurement, with the rate that point actually achieved."""
 
@@ -265,7 +265,7 @@ class Summary(_Model):
     config: LoadTestConfig
     stages: tuple[StageSummary, ...]
     headline_stage: int = 0
-    sweep: SweepReport | None = None
+    sweep: RateSearchReport | None = None
     server: ServerReport = ServerReport()
     warnings: tuple[str, ...] = ()
     passed: bool | None = None

@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from loadtest.config import Endpoint, TargetConfig
 from loadtest.analysis.records import ErrorKind
+from loadtest.config import Endpoint, TargetConfig
 from loadtest.workloads.base import Turn
 from loadtest.workloads.synthetic import COMPLETION_SEPARATOR
 

@@ -16,10 +16,10 @@ import gevent
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 
-from loadtest.errors import ParseError
-from loadtest.client.openai_api import classify_status, error_message, parse_retry_after
 from loadtest.analysis.records import ErrorKind
+from loadtest.client.openai_api import classify_status, error_message, parse_retry_after
 from loadtest.client.sse import StreamReader, Usage, parse_usage
+from loadtest.errors import ParseError
 
 
 @dataclass

@@ -11,10 +11,9 @@ percentiles are bucketed approximations. For exact figures, SLOs and reports use
 
 from __future__ import annotations
 
-import locust  # noqa: F401  (gevent monkey-patching first)
-
 from pathlib import Path
 
+import locust  # noqa: F401  (gevent monkey-patching first)
 from locust import events
 
 from loadtest.config import DEFAULT_MODEL, Endpoint, TargetConfig

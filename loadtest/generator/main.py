@@ -13,14 +13,13 @@ send the requests.
 
 from __future__ import annotations
 
-import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
-
 import argparse
 import json
 import logging
 import sys
 from pathlib import Path
 
+import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
 from locust.env import Environment
 
 from loadtest.config import parse_host_port

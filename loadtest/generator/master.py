@@ -12,8 +12,6 @@ the final status line). Never Locust's statistics.
 
 from __future__ import annotations
 
-import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
-
 import math
 import sys
 import time
@@ -22,6 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import IO
 
 import gevent
+import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
 from locust.env import Environment
 from locust.rpc import Message
 from locust.runners import STATE_MISSING, MasterRunner
@@ -41,7 +40,15 @@ from loadtest.generator.job import (
     GeneratorStatus,
     WorkerStatus,
 )
-from loadtest.generator.stage import FAST_SPAWN_RATE, POLL_S, StageShape, StatusFile, cpu_seconds, stage_load, user_class
+from loadtest.generator.stage import (
+    FAST_SPAWN_RATE,
+    POLL_S,
+    StageShape,
+    StatusFile,
+    cpu_seconds,
+    stage_load,
+    user_class,
+)
 from loadtest.generator.workers import Share, combined_status, plan_part, plan_shares
 from loadtest.workloads.base import WorkloadPlan
 

@@ -4,26 +4,25 @@ that decides when a process's part of the stage is over."""
 
 from __future__ import annotations
 
-import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
-
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import gevent
+import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
 import numpy as np
 from locust.runners import Runner
 from locust.shape import LoadTestShape
 
 from loadtest.analysis.arrivals import schedule
+from loadtest.analysis.records import RequestRecord, record_line
+from loadtest.analysis.stats import percentile
 from loadtest.config import LoadTestConfig
 from loadtest.generator.context import RunContext
 from loadtest.generator.job import GeneratorStatus
 from loadtest.generator.user import OpenAIUser
 from loadtest.profiles import ClosedLoad, OpenLoad, StagePlan
-from loadtest.analysis.records import RequestRecord, record_line
-from loadtest.analysis.stats import percentile
 
 FAST_SPAWN_RATE = 10_000.0
 POLL_S = 0.1

@@ -18,11 +18,11 @@ import gevent
 from geventhttpclient import HTTPClient
 from locust import User, constant, task
 
+from loadtest.analysis.records import ErrorKind, RequestRecord, TokenSource
+from loadtest.client.openai_api import request_body
 from loadtest.config import TargetConfig
 from loadtest.generator.context import RunContext
 from loadtest.generator.exchange import Exchange, perform
-from loadtest.client.openai_api import request_body
-from loadtest.analysis.records import ErrorKind, RequestRecord, TokenSource
 from loadtest.workloads.base import Session, Turn
 
 IDLE_POLL_S = 0.2

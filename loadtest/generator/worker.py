@@ -14,8 +14,6 @@ job or no start in time, or quit it before the start (the master says why).
 
 from __future__ import annotations
 
-import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
-
 import os
 import socket
 import sys
@@ -23,11 +21,13 @@ import time
 import traceback
 
 import gevent
+import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
 from gevent.event import Event
 from locust.env import Environment
 from locust.rpc import Message
 from locust.runners import WorkerRunner
 
+from loadtest.analysis.records import RequestRecord, record_line
 from loadtest.generator.context import RunContext
 from loadtest.generator.job import (
     CLOCK,
@@ -46,7 +46,6 @@ from loadtest.generator.job import (
 )
 from loadtest.generator.stage import LagProbe, cpu_seconds, drive_until_over, user_class
 from loadtest.generator.user import OpenAIUser
-from loadtest.analysis.records import RequestRecord, record_line
 from loadtest.workloads.base import WorkloadPlan
 
 SHIP_INTERVAL_S = 0.25

@@ -13,10 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from loadtest.generator.child import cpu_percentages
-from loadtest.generator.job import GeneratorStatus, WorkerStatus
 from loadtest.analysis.stats import Distribution
 from loadtest.analysis.summary import WorkerReport
+from loadtest.generator.child import cpu_percentages
+from loadtest.generator.job import GeneratorStatus, WorkerStatus
 from loadtest.workloads.base import WorkloadPlan
 
 CLOCK_SKEW_WARN_S = 0.005

@@ -13,8 +13,8 @@ from loadtest.profiles.base import (
     StageOutcome,
     StagePlan,
 )
-from loadtest.profiles.simple import ConstantRate, FixedConcurrency, LinearRamp, Poisson
 from loadtest.profiles.rate_search import RateSweep
+from loadtest.profiles.simple import ConstantRate, FixedConcurrency, LinearRamp, Poisson
 from loadtest.registry import Registry
 from loadtest.specs import build_from_spec
 

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadtest.analysis.records import RequestRecord
+from loadtest.analysis.summary import Summary
 from loadtest.registry import Registry
 from loadtest.reports.base import ReportFormat
 from loadtest.reports.files import CsvReport, JsonReport
 from loadtest.reports.markdown import MarkdownReport
 from loadtest.reports.plots import PlotsReport
-from loadtest.analysis.summary import Summary
 
 REPORT_CLASSES = (JsonReport, CsvReport, PlotsReport, MarkdownReport)  # plots before report.md
 

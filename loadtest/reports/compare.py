@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from rich.table import Table
 
-from loadtest.reports.figures import ALL_FIGURES, Figure
 from loadtest.analysis.summary import StageSummary, Summary
+from loadtest.reports.figures import ALL_FIGURES, Figure
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from loadtest.analysis.metrics import request_tpot
 from loadtest.analysis.records import RequestRecord, record_line
-from loadtest.reports.base import phase
 from loadtest.analysis.summary import Summary, save_summary
+from loadtest.reports.base import phase
 
 CSV_COLUMNS = (
     "stage", "id", "session", "turn", "user", "phase", "scheduled_s", "start_s", "start_unix", "ok",

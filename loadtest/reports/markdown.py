@@ -7,10 +7,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from loadtest.analysis.records import RequestRecord
+from loadtest.analysis.summary import StageSummary, Summary
 from loadtest.reports.base import arrivals_text, point_verdict, run_verdict, validity_text
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
 from loadtest.reports.plots import plot_names
-from loadtest.analysis.summary import StageSummary, Summary
 from loadtest.units import format_seconds
 
 

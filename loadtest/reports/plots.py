@@ -8,9 +8,9 @@ from pathlib import Path
 
 from loadtest.analysis.metrics import request_tpot
 from loadtest.analysis.records import RequestRecord
-from loadtest.reports.base import measured_ok, verdict_word
 from loadtest.analysis.slo import Metric
 from loadtest.analysis.summary import Summary
+from loadtest.reports.base import measured_ok, verdict_word
 
 CDF_PNG = "latency_cdf.png"
 TIMELINE_PNG = "timeline.png"

@@ -7,9 +7,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from loadtest.analysis.summary import StageSummary, Summary
 from loadtest.reports.base import arrivals_text, point_verdict, run_verdict, validity_text
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
-from loadtest.analysis.summary import StageSummary, Summary
 from loadtest.units import format_seconds
 
 

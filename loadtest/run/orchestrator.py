@@ -24,9 +24,13 @@ import httpx
 from rich.console import Console
 
 from loadtest._version import __version__
-from loadtest.generator.child import GeneratorProcess, StageProcesses, cpu_percentages
+from loadtest.analysis.metrics import achieved_rate, build_stage, rate_search_report
+from loadtest.analysis.records import RecordTail, RequestRecord, read_records
+from loadtest.analysis.stats import Distribution
+from loadtest.analysis.summary import GeneratorReport, ServerReport, StageSummary, Summary, WorkerReport
 from loadtest.config import Endpoint, LoadTestConfig
 from loadtest.errors import GeneratorError, TargetError, WorkerError
+from loadtest.generator.child import GeneratorProcess, StageProcesses, cpu_percentages
 from loadtest.generator.job import (
     FINAL_GRACE_S,
     READY_TIMEOUT_S,
@@ -35,17 +39,13 @@ from loadtest.generator.job import (
     StatusTail,
 )
 from loadtest.generator.workers import cpu_series, fleet_reports, worker_warnings
-from loadtest.analysis.metrics import achieved_rate, build_stage, sweep_report
 from loadtest.profiles import OpenLoad, StageOutcome, StagePlan
-from loadtest.run.progress import SATURATION_PERCENT, ProgressView, StageProgress
 from loadtest.reports import write_reports
-from loadtest.analysis.records import RecordTail, RequestRecord, read_records
+from loadtest.run.advisories import collect_warnings
+from loadtest.run.progress import SATURATION_PERCENT, ProgressView, StageProgress
 from loadtest.run.scraper import MetricsScraper
-from loadtest.analysis.stats import Distribution
-from loadtest.analysis.summary import GeneratorReport, ServerReport, StageSummary, Summary, WorkerReport
 from loadtest.run.tokencount import fill_token_counts
 from loadtest.units import format_seconds
-from loadtest.run.advisories import collect_warnings
 from loadtest.workloads.base import WorkloadContext, WorkloadPlan
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 
@@ -316,7 +316,7 @@ def _summarise(config: LoadTestConfig, results: Sequence[_StageResult], scraper,
     sweep = None
     headline = 0
     if config.profile.searches_rate:
-        sweep = sweep_report(stages)
+        sweep = rate_search_report(stages)
         best = [s for s in stages if s.passed and s.plan.offered_rate == sweep.max_rate_meeting_slo]
         headline = best[0].index if best else 0
     server = ServerReport()

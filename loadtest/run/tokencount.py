@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadtest.errors import WorkloadError
 from loadtest.analysis.records import RequestRecord, TokenSource
+from loadtest.errors import WorkloadError
 
 
 def needs_counting(record: RequestRecord) -> bool:

@@ -16,9 +16,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from loadtest.errors import WorkloadError
-from loadtest.workloads.lengths import LengthDistribution, LengthKind
 from loadtest.units import Seconds
 from loadtest.workloads.base import Session, Turn, WorkloadContext, WorkloadPlan
+from loadtest.workloads.lengths import LengthDistribution, LengthKind
 from loadtest.workloads.tokens import PromptFactory, chat_overhead, count_tokens
 
 COMPLETION_SEPARATOR = "\n\n"

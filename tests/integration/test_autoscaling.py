@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from tests.integration.settings import BASE, MODEL
 from tests.integration.metrics_reading import by_label, wait_until
+from tests.integration.settings import BASE, MODEL
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,8 @@ import json
 import httpx
 import pytest
 
-from tests.integration.settings import MODEL
 from tests.integration.metrics_reading import by_label, wait_until
+from tests.integration.settings import MODEL
 
 pytestmark = pytest.mark.integration
 

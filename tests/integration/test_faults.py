@@ -23,8 +23,8 @@ import pytest
 from ray import serve
 
 from serving.app_builder import ENGINE_DEPLOYMENT
-from tests.integration.settings import BASE, MODEL
 from tests.integration.metrics_reading import by_label, wait_until
+from tests.integration.settings import BASE, MODEL
 
 pytestmark = pytest.mark.integration
 

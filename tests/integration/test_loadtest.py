@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import SCHEMA_VERSION, LoadTestConfig, RunOptions, TargetConfig, load_summary, parse_profile, parse_slos, parse_workload, run_load_test
+from loadtest import (
+    SCHEMA_VERSION,
+    LoadTestConfig,
+    RunOptions,
+    TargetConfig,
+    load_summary,
+    parse_profile,
+    parse_slos,
+    parse_workload,
+    run_load_test,
+)
 from tests.integration.settings import MODEL
 
 pytestmark = pytest.mark.integration

@@ -5,11 +5,11 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from loadtest.analysis.slo import parse_slos
+from loadtest.analysis.summary import SCHEMA_VERSION, load_summary
 from loadtest.config import LoadTestConfig, TargetConfig
 from loadtest.errors import SummaryError
 from loadtest.profiles import parse_profile
-from loadtest.analysis.slo import parse_slos
-from loadtest.analysis.summary import SCHEMA_VERSION, load_summary
 from loadtest.workloads import parse_workload
 
 WORKLOAD = parse_workload("prompts")

@@ -6,12 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.loadtest.loadtest_factories import ok_record
-
 from loadtest.analysis.arrivals import arrival_count, arrivals_of, ramp_cumulative, schedule, slot_waits, unit_process
+from loadtest.analysis.summary import Arrivals
 from loadtest.errors import ConfigError
 from loadtest.profiles import OpenLoad
-from loadtest.analysis.summary import Arrivals
+from tests.unit.loadtest.loadtest_factories import ok_record
 
 
 def test_constant_rate_is_evenly_spaced_from_zero():

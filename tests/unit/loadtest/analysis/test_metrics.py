@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.unit.loadtest.loadtest_factories import ErrorKind, failed_record, ok_record
 
-from loadtest.analysis.metrics import build_stage, request_tpot, stage_verdict, sweep_report
-from loadtest.profiles import ClosedLoad, OpenLoad, StagePlan
+from loadtest.analysis.metrics import build_stage, rate_search_report, request_tpot, stage_verdict
 from loadtest.analysis.slo import parse_slos
 from loadtest.analysis.summary import GeneratorReport
+from loadtest.profiles import ClosedLoad, OpenLoad, StagePlan
+from tests.unit.loadtest.loadtest_factories import ErrorKind, failed_record, ok_record
 
 CLOSED = StagePlan(index=0, label="4 users", load=ClosedLoad(users=4))
 
@@ -159,7 +159,7 @@ def test_arrival_lag_and_sweep_verdict():
     saturated = good.model_copy(update={"generator": GeneratorReport(saturated=True, cpu_percent_p90=97.0)})
     assert stage_verdict(saturated, max_error_rate=0.01) == (
         False, "invalid measurement: load generator CPU-saturated (p90 97% of a core)")
-    report = sweep_report([good, s.model_copy(update={"index": 1})])
+    report = rate_search_report([good, s.model_copy(update={"index": 1})])
     assert report.max_rate_meeting_slo == 2.0
 
 
@@ -201,7 +201,7 @@ def test_dropped_arrivals_and_the_achieved_rate():
     full = stage(on_time([i * 30.0 / 24 for i in range(24)]), plan=plan, slos="e2e_p95=10s",
                  window=(0.0, 30.0), timed=True, duration_s=30.0)  # fmt: skip
     assert full.passed is True and full.arrivals.dropped == 0
-    assert sweep_report([full]).points[0].achieved_rate == pytest.approx(0.8)
+    assert rate_search_report([full]).points[0].achieved_rate == pytest.approx(0.8)
 
 
 def test_completed_rate_counts_completions_inside_the_window():
@@ -223,7 +223,7 @@ def test_verdicts_have_confidence():
     s = stage(records, slos="ttft_p95=10s")
     result = s.slo.objectives[0]
     assert result.confidence == 1.0 and result.ci_low <= result.observed <= result.ci_high
-    assert s.slo.confidence == 1.0 and sweep_report([s]).points == ()  # closed loop: no sweep point
+    assert s.slo.confidence == 1.0 and rate_search_report([s]).points == ()  # closed loop: no sweep point
     assert s.latency.ttft.ci95["p95"] == (result.ci_low, result.ci_high)
 
 
@@ -237,7 +237,7 @@ def test_sweep_report_skips_invalid_points_and_reports_the_achieved_rate():
     saturated = GeneratorReport(saturated=True)
     bad_stage = stage(on_time(np.arange(20) / 2.0), plan=plans[1], slos="e2e_p95=1s", window=(0.0, 10.0),
                       timed=True, duration_s=10.0, generator=saturated)  # fmt: skip
-    report = sweep_report([ok_stage, bad_stage])
+    report = rate_search_report([ok_stage, bad_stage])
     assert [(p.passed, p.valid) for p in report.points] == [(True, True), (False, False)]
     assert report.max_rate_meeting_slo == 1.0 and report.achieved_rate_meeting_slo == pytest.approx(1.0)
     assert report.points[0].confidence == 1.0

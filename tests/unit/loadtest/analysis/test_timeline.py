@@ -3,9 +3,9 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.unit.loadtest.loadtest_factories import ErrorKind, failed_record, ok_record
 
 from loadtest.analysis.timeline import bin_width, chunk_times, time_bins, token_emissions, tokens_between
+from tests.unit.loadtest.loadtest_factories import ErrorKind, failed_record, ok_record
 
 
 def test_chunk_times_follow_ttft_and_gaps():

@@ -2,9 +2,15 @@
 
 import pytest
 
-from loadtest.config import Endpoint, TargetConfig
-from loadtest.client.openai_api import classify_status, completion_prompt, error_message, parse_retry_after, request_body
 from loadtest.analysis.records import ErrorKind
+from loadtest.client.openai_api import (
+    classify_status,
+    completion_prompt,
+    error_message,
+    parse_retry_after,
+    request_body,
+)
+from loadtest.config import Endpoint, TargetConfig
 from loadtest.workloads import Turn
 
 TURN = Turn(content="What is 2+2?", max_tokens=16)

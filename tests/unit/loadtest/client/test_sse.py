@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.errors import ParseError
 from loadtest.client.sse import SSEDecoder, SSEEvent, StreamTimer, parse_chunk
+from loadtest.errors import ParseError
 
 
 def chat_chunk(content=None, role=None, finish=None):

@@ -10,8 +10,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.errors import ParseError
 from loadtest.client.sse import SSEDecoder, StreamReader, StreamTimer, parse_chunk, parse_chunk_bytes
+from loadtest.errors import ParseError
 
 
 def content(text, finish=None):

@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.unit.loadtest.fake_openai_server import FakeServer
 
 from loadtest import RunOptions, load_summary, parse_profile, parse_slos, parse_workload, run_load_test
 from loadtest.analysis.arrivals import schedule
+from loadtest.analysis.records import ErrorKind, TokenSource, read_records
 from loadtest.config import LoadTestConfig, TargetConfig
 from loadtest.errors import TargetError
-from loadtest.analysis.records import ErrorKind, TokenSource, read_records
 from loadtest.workloads.tokenizer import default_tokenizer_path
+from tests.unit.loadtest.fake_openai_server import FakeServer
 
 MARKERS = ["plain one", "#429 a", "#500 b", "#400 c", "#midstream d", "#close e", "#nousage f"]
 

@@ -7,10 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.unit.loadtest.fake_openai_server import FakeServer
-
 from loadtest.analysis.records import read_records
 from tests.paths import REPO
+from tests.unit.loadtest.fake_openai_server import FakeServer
 
 ROOT = REPO
 

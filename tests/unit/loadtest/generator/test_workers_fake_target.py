@@ -12,16 +12,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.unit.loadtest.fake_openai_server import FakeServer
 
 from loadtest import RunOptions, parse_profile, parse_workload, run_load_test
 from loadtest.analysis.arrivals import schedule
-from loadtest.generator.child import serve_master
+from loadtest.analysis.records import read_records
 from loadtest.cli import EXIT_WORKER_FAILED, main
 from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
 from loadtest.errors import WorkerError
+from loadtest.generator.child import serve_master
 from loadtest.generator.job import GeneratorStatus
-from loadtest.analysis.records import read_records
+from tests.unit.loadtest.fake_openai_server import FakeServer
 
 pytestmark = pytest.mark.timeout(300)  # a hang is a failure, whatever the machine's load
 

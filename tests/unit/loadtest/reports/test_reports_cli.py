@@ -3,24 +3,23 @@
 import csv
 import time
 
-from rich.console import Console
-
 import numpy as np
 import pytest
-from tests.unit.loadtest.loadtest_factories import ErrorKind, failed_record, ok_record
+from rich.console import Console
 
+from loadtest.analysis.metrics import build_stage
+from loadtest.analysis.slo import parse_slos
+from loadtest.analysis.summary import GeneratorReport, Summary, load_summary
 from loadtest.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from loadtest.config import LoadTestConfig
 from loadtest.errors import UnknownNameError
-from loadtest.analysis.metrics import build_stage
 from loadtest.profiles import parse_profile
 from loadtest.reports import write_reports
 from loadtest.reports.compare import compare_summaries
 from loadtest.reports.markdown import render_markdown
 from loadtest.reports.table import summary_renderable
-from loadtest.analysis.slo import parse_slos
-from loadtest.analysis.summary import GeneratorReport, Summary, load_summary
 from loadtest.workloads import parse_workload
+from tests.unit.loadtest.loadtest_factories import ErrorKind, failed_record, ok_record
 
 
 def make_summary(ttft=0.1, slos="ttft_p95=200ms", saturated=False):
