@@ -28,16 +28,11 @@ from serving.config.stack import KeyLimits, RoutingPolicyName, StackConfig
 from serving.errors import ServeoutError
 from serving.gateway.api_keys import KeyEntry, read_keys_file
 from serving.manifests import add_render_command
-from serving.model_store import ModelStore, default_home
+from serving.model_store import ModelStore, default_home, models_dir
 from serving.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SMOKE_QUESTION = "What is the capital of France?"
 console = Console(stderr=True)
-
-
-def models_dir() -> Path:
-    return Path(os.environ.get("SERVEOUT_MODELS_DIR", REPO_ROOT / "models"))
 
 
 def state_file() -> Path:

@@ -29,6 +29,12 @@ from serving.config.model_spec import (
 from serving.errors import ModelNotPreparedError, ModelPreparationError
 
 READY_MARKER = ".serveout-ready.json"
+REPO_MODELS = Path(__file__).resolve().parent.parent / "models"
+
+
+def models_dir() -> Path:
+    """``$SERVEOUT_MODELS_DIR``, else the repository's ``models/`` folder of model specs."""
+    return Path(os.environ.get("SERVEOUT_MODELS_DIR", REPO_MODELS))
 
 
 def default_home() -> Path:

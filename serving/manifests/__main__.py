@@ -7,18 +7,11 @@ the repository's ``models/`` folder.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 from serving.errors import ServeoutError
 from serving.manifests.command import add_render_command
-
-REPO_MODELS = Path(__file__).resolve().parents[2] / "models"
-
-
-def models_dir() -> Path:
-    return Path(os.environ.get("SERVEOUT_MODELS_DIR", REPO_MODELS))
+from serving.model_store import models_dir
 
 
 def main(argv: list[str] | None = None) -> int:

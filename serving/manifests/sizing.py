@@ -42,15 +42,6 @@ class WorkerPlan:
     gpu_resource: str | None
     autoscaling: bool
 
-    @property
-    def max_gpus(self) -> int:
-        """GPUs the worker group holds at its largest."""
-        return self.max_pods * self.gpus
-
-    @property
-    def max_cpus(self) -> int:
-        return self.max_pods * self.cpus
-
 
 def plan_workers(config: StackConfig, target: ClusterTarget) -> WorkerPlan:
     """The worker group for ``config`` on ``target``; :class:`ConfigError` if it cannot fit."""

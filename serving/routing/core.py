@@ -110,11 +110,6 @@ class RoutingCore:
             self._failed.add(replica_id)
             self.metrics.set_failed(frozenset(self._failed))
 
-    @property
-    def failed(self) -> frozenset[str]:
-        """Live replicas marked failed."""
-        return frozenset(self._failed)
-
     def on_routed(self, request: RoutingRequest, replica_id: str) -> None:
         """Serve sent the request to ``replica_id`` and the replica accepted it."""
         assignment = self._assignments.move(request.request_id, replica_id)

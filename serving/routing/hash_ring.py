@@ -34,12 +34,6 @@ class HashRing:
         self._hashes = [h for h, _ in points]
         self._owners = [replica_id for _, replica_id in points]
 
-    def owner(self, key: str) -> str | None:
-        """The replica owning ``key`` (``None`` on an empty ring)."""
-        if not self._hashes:
-            return None
-        return self._owners[self._start(key)]
-
     def walk(self, key: str) -> tuple[str, ...]:
         """Every replica once, in ring order from ``key``'s owner (its fallbacks, in turn)."""
         if not self._hashes:

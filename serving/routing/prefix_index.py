@@ -61,10 +61,6 @@ class PrefixIndex:
     def __len__(self) -> int:
         return len(self._holders)
 
-    @property
-    def max_blocks(self) -> int:
-        return self._max_blocks
-
     def __contains__(self, block_hash: int) -> bool:
         return block_hash in self._holders
 

@@ -4,6 +4,7 @@ import pytest
 
 from serving.config.model_spec import AcceleratorKind, ModelCatalog, load_model_spec
 from serving.errors import ConfigError
+from serving.model_store import models_dir
 
 from tests.paths import MODELS  # noqa: E402
 
@@ -35,3 +36,10 @@ def test_unknown_field_in_spec_is_an_error(tmp_path):
     bad.write_text((MODELS / "smollm2-135m-instruct.yaml").read_text() + "\nbogus: 1\n")
     with pytest.raises(ConfigError, match="bogus"):
         load_model_spec(bad)
+
+
+def test_model_specs_come_from_the_repository_unless_the_environment_names_a_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("SERVEOUT_MODELS_DIR", raising=False)
+    assert models_dir() == MODELS
+    monkeypatch.setenv("SERVEOUT_MODELS_DIR", str(tmp_path))
+    assert models_dir() == tmp_path

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 
-from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config, promql_parser, ray_metric_names
-
 from serving.config.model_spec import AcceleratorKind
 from serving.manifests import render_grafana_dashboard
-from serving.manifests.metric_names import referenced_metrics, serveout_series_names
+
+from tests.unit.serving.manifests.manifest_helpers import (
+    CATALOG,
+    cluster_config,
+    promql_parser,
+    ray_metric_names,
+    referenced_metrics,
+    serveout_series_names,
+)
 
 KNOWN = serveout_series_names() | ray_metric_names()
 

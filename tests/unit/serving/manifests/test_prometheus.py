@@ -5,12 +5,18 @@ from __future__ import annotations
 import re
 
 import pytest
-from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config, promql_parser
 
 from serving.manifests import render_prometheus, render_rayservice
-from serving.manifests.metric_names import referenced_metrics, serveout_series_names
 from serving.manifests.naming import gateway_service_name
 from serving.manifests.prometheus import RULES_FILE
+
+from tests.unit.serving.manifests.manifest_helpers import (
+    CATALOG,
+    cluster_config,
+    promql_parser,
+    referenced_metrics,
+    serveout_series_names,
+)
 
 KNOWN = serveout_series_names()
 

@@ -82,7 +82,6 @@ def test_cpu_pods_hold_their_cores(kind):
     spec = CATALOG.get("tiny-llama-tp2-test")
     plan = plan_workers(cluster_config(spec, kind, replicas={"cpus_per_rank": 2}), kind)
     assert (plan.cpus, plan.gpus, plan.gpu_resource, plan.pods_per_node) == (4, 0, None, 1)
-    assert plan.max_gpus == 0 and plan.max_cpus == 2 * 4
 
 
 def test_resource_names_are_dns_labels(config):

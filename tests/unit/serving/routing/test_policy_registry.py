@@ -25,7 +25,8 @@ def test_build_policy_picks_the_class_named_in_the_spec(name):
 def test_build_policy_passes_the_spec_settings_on():
     policy = build_policy(RoutingSpec(policy="prefix-affinity", max_prefix_blocks=7))
     assert isinstance(policy, PrefixAffinityPolicy)
-    assert policy.index.max_blocks == 7
+    policy.index.record(list(range(8)), "r1")
+    assert len(policy.index) == 7  # the spec's bound evicts the eighth block
 
 
 @pytest.mark.parametrize("lookup", [parse_policy_name, policy_class])
