@@ -153,10 +153,10 @@ SERVER_HISTOGRAMS = {
 
 def scrape(port: int) -> dict[str, float]:
     """Sums and counts of vLLM's latency histograms (the server's own view)."""
-    from loadtest.client.prometheus import parse_prometheus_text
+    from loadtest.analysis.server_metrics import parse_samples
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        samples = parse_prometheus_text(response.read().decode())
+        samples = parse_samples(response.read().decode())
     totals: dict[str, float] = {}
     for key, name in SERVER_HISTOGRAMS.items():
         for suffix in ("_sum", "_count"):

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from pydantic import BaseModel, ConfigDict
 
-from loadtest.client.prometheus import MetricSample
+from loadtest.errors import ParseError
 
 
 class ServerSample(BaseModel):
@@ -95,15 +97,22 @@ _SOURCES: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...], Aggregate], ..
 KNOWN_METRICS = frozenset(name for options in _SOURCES.values() for name, _, _ in options)
 
 
-def extract_server_sample(samples: Iterable[MetricSample], *, t: float, model: str) -> ServerSample:
+def parse_samples(text: str) -> list[Sample]:
+    """Every sample of a Prometheus text exposition (sample names keep their ``_total``,
+    ``_bucket``... suffixes); raises :class:`ParseError` on malformed text."""
+    try:
+        return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+    except ValueError as exc:
+        raise ParseError(f"malformed metrics text: {exc}") from None
+
+
+def extract_server_sample(samples: Iterable[Sample], *, t: float, model: str) -> ServerSample:
     """Aggregate one scrape into a :class:`ServerSample` for ``model``."""
-    by_name: dict[str, list[MetricSample]] = {}
+    by_name: dict[str, list[Sample]] = {}
     for sample in samples:
         if sample.name not in KNOWN_METRICS:
             continue
-        served = sample.label("model")
-        if served is None:
-            served = sample.label("model_name")
+        served = sample.labels.get("model", sample.labels.get("model_name"))
         if served is not None and served != model:
             continue
         by_name.setdefault(sample.name, []).append(sample)
@@ -114,7 +123,7 @@ def extract_server_sample(samples: Iterable[MetricSample], *, t: float, model: s
             matching = [
                 s.value
                 for s in by_name.get(name, ())
-                if all(s.label(k) == v for k, v in required)
+                if all(s.labels.get(k) == v for k, v in required)
             ]
             if matching:
                 values[field] = aggregate(matching)

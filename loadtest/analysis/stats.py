@@ -1,8 +1,8 @@
 """Exact order statistics from raw samples, and their bootstrap intervals (pure).
 
-Percentiles interpolate linearly between closest ranks (Hyndman & Fan type 7), the
-definition ``numpy.percentile`` uses by default and vLLM's benchmark reports; they are
-computed from every raw sample, never from histogram buckets.
+Percentiles are ``numpy.percentile``'s default ``linear`` method (Hyndman & Fan type 7,
+what vLLM's benchmark reports), computed from every raw sample, never from histogram
+buckets.
 
 Bootstrap (seeded, so deterministic): a percentile's resampled values are drawn exactly
 in distribution without materialising the resamples. The k-th smallest of n draws from
@@ -30,24 +30,11 @@ INTERVAL_STATS = ("p50", "p90", "p95", "p99", "mean")
 _BATCH_VALUES = 2_000_000  # resampled values held in memory at once (means)
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) of already sorted, non-empty values."""
-    n = len(sorted_values)
-    if n == 0:
+def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
+    """The ``q``-th percentile (0..100) of non-empty values (numpy's ``linear`` method)."""
+    if len(values) == 0:
         raise ValueError("percentile of no values")
-    if not 0.0 <= q <= 100.0:
-        raise ValueError(f"percentile must be within [0, 100], got {q}")
-    position = (n - 1) * q / 100.0
-    lower = math.floor(position)
-    upper = min(lower + 1, n - 1)
-    weight = position - lower
-    low, high = sorted_values[lower], sorted_values[upper]
-    if weight == 0.0 or low == high:
-        return float(low)
-    # numpy's formulation: stable at large magnitudes and exact at weight 1.
-    if weight >= 0.5:
-        return float(high - (high - low) * (1.0 - weight))
-    return float(low + (high - low) * weight)
+    return float(np.percentile(values, q, method="linear"))
 
 
 def mean(values: Sequence[float]) -> float:
@@ -148,10 +135,10 @@ class Distribution(BaseModel):
             count=len(data),
             mean=mean(data),
             min=data[0],
-            p50=percentile(data, 50.0),
-            p90=percentile(data, 90.0),
-            p95=percentile(data, 95.0),
-            p99=percentile(data, 99.0),
+            p50=percentile(array, 50.0),
+            p90=percentile(array, 90.0),
+            p95=percentile(array, 95.0),
+            p99=percentile(array, 99.0),
             max=data[-1],
             ci95=cis,
         )

@@ -59,12 +59,6 @@ def next_sweep_rate(
     return (low + high) / 2.0
 
 
-def best_rate(history: Sequence[tuple[float, bool]]) -> float | None:
-    """The highest rate that passed."""
-    passing = [r for r, p in history if p]
-    return max(passing) if passing else None
-
-
 class RateSweep(BaseModel):
     """Open-loop stages at increasing rates (each lasts the run's duration) to find the
     highest rate meeting the SLO; needs ``--slo``."""

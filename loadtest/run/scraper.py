@@ -7,9 +7,8 @@ import time
 
 import httpx
 
+from loadtest.analysis.server_metrics import ServerSample, extract_server_sample, parse_samples
 from loadtest.errors import ParseError
-from loadtest.client.prometheus import parse_prometheus_text
-from loadtest.analysis.server_metrics import ServerSample, extract_server_sample
 
 
 class MetricsScraper:
@@ -56,7 +55,7 @@ class MetricsScraper:
                     return None
                 response.raise_for_status()
                 sample = extract_server_sample(
-                    parse_prometheus_text(response.text), t=at - self.t0_unix, model=self.model
+                    parse_samples(response.text), t=at - self.t0_unix, model=self.model
                 )
             except (httpx.HTTPError, ParseError) as exc:
                 self.failed += 1

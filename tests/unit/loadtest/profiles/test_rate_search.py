@@ -5,17 +5,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadtest.profiles import RateSweep, StageOutcome
-from loadtest.profiles.rate_search import best_rate, next_sweep_rate, probe_rates
+from loadtest.profiles.rate_search import next_sweep_rate, probe_rates
 
 
 def run_search(capacity, **sweep_kwargs):
+    """The rates tried against a server passing every rate up to ``capacity``, and the
+    highest one that passed."""
     sweep = RateSweep(**sweep_kwargs)
     history = []
     while (plan := sweep.next_stage(history)) is not None:
         passed = plan.offered_rate <= capacity
         history.append(StageOutcome(plan=plan, passed=passed))
         assert plan.index == len(history) - 1
-    return [h.plan.offered_rate for h in history], best_rate([(h.plan.offered_rate, h.passed) for h in history])
+    return [h.plan.offered_rate for h in history], max((h.plan.offered_rate for h in history if h.passed), default=None)
 
 
 def test_probe_rates():

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from loadtest.analysis.server_metrics import ServerSample
 from loadtest.run.orchestrator import _scrape_when_settled
-from loadtest.analysis.server_metrics import ServerSample, extract_server_sample
-from loadtest.client.prometheus import parse_prometheus_text
 
 
 class FakeScraper:
@@ -36,13 +35,3 @@ def test_gives_up_when_other_traffic_keeps_requests_in_flight():
     scraper = FakeScraper([3])
     _scrape_when_settled(scraper, timeout_s=0.25)
     assert 2 <= scraper.scrapes <= 5
-
-
-def test_serveout_engine_prefix_cache_counters_are_read():
-    text = (
-        "serveout_engine_prefix_cache_queries_total{deployment=\"engine\",replica=\"a\"} 100\n"
-        "serveout_engine_prefix_cache_queries_total{deployment=\"engine\",replica=\"b\"} 50\n"
-        "serveout_engine_prefix_cache_hits_total{deployment=\"engine\",replica=\"a\"} 40\n"
-    )
-    sample = extract_server_sample(parse_prometheus_text(text), t=0.0, model="m")
-    assert (sample.prefix_cache_queries_total, sample.prefix_cache_hits_total) == (150, 40)

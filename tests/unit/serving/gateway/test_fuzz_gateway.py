@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import pytest
-from tests.unit.serving.gateway_fuzz_strategies import INT64_MAX, INT64_MIN, TEXT, damaged, encode, hostile, valid
+from tests.unit.serving.gateway.gateway_fuzz_strategies import INT64_MAX, INT64_MIN, TEXT, damaged, encode, hostile, valid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry

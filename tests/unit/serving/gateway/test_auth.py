@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 from serving.config.stack import KeyLimits
 from serving.gateway.api_keys import KeyRing, parse_keys
 from serving.gateway.http_app import build_http_app
-from tests.unit.serving.test_gateway_service import MODEL, FakeEngineClient, service
+from tests.unit.serving.gateway.test_service import MODEL, FakeEngineClient, service
 
 ALICE = "sk-alice-0123456789abcdef"
 SLOW = "sk-slow-0123456789abcdefgh"
