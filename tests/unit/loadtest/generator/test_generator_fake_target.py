@@ -12,7 +12,7 @@ from loadtest.analysis.arrivals import schedule
 from loadtest.analysis.records import ErrorKind, TokenSource, read_records
 from loadtest.config import LoadTestConfig, TargetConfig
 from loadtest.errors import TargetError
-from loadtest.workloads.tokenizer import default_tokenizer_path
+from tests.fixtures import TINY_TOKENIZER
 from tests.unit.loadtest.fake_openai_server import FakeServer
 
 MARKERS = ["plain one", "#429 a", "#500 b", "#400 c", "#midstream d", "#close e", "#nousage f"]
@@ -48,7 +48,7 @@ def test_closed_loop_counts_every_kind_of_failure(tmp_path, server):
         duration_s=None,
         max_requests=35,
         slos=parse_slos("e2e_p99=60s"),
-        tokenizer=default_tokenizer_path("smollm2-135m-instruct"),  # counts the answers sent without usage
+        tokenizer=TINY_TOKENIZER,  # counts the answers sent without usage
     )
     out = tmp_path / "out"
     summary = run_load_test(cfg, RunOptions(out_dir=out))

@@ -1,5 +1,5 @@
-"""Workloads: exact token lengths with the real default-model tokenizer, prompt files,
-bundled sets, seeds."""
+"""Workloads: exact token lengths (with the committed tiny tokenizer, a real Hugging Face
+tokenizer), prompt files, bundled sets, seeds."""
 
 import json
 from pathlib import Path
@@ -17,17 +17,13 @@ from loadtest.workloads import (
     bundled_sets,
     parse_workload,
 )
-from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
-
-MODEL_DIR = default_tokenizer_path("smollm2-135m-instruct")
-needs_tokenizer = pytest.mark.skipif(
-    not (MODEL_DIR / "tokenizer.json").is_file(), reason=f"default model tokenizer not prepared at {MODEL_DIR}"
-)
+from loadtest.workloads.tokenizer import load_tokenizer
+from tests.fixtures import TINY_TOKENIZER
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return load_tokenizer(MODEL_DIR)
+    return load_tokenizer(TINY_TOKENIZER)
 
 
 def ctx(tokenizer=None, *, chat=True, seed=0):
@@ -45,7 +41,6 @@ def chat_len(tokenizer, system, user):
     return len(out["input_ids"] if not isinstance(out, list) else out)
 
 
-@needs_tokenizer
 def test_random_prompts_have_exact_lengths(tokenizer):
     plan = RandomWorkload(input_len=64, output_len=128).build(40, ctx(tokenizer))
     assert len(plan.sessions) == 40
@@ -57,7 +52,6 @@ def test_random_prompts_have_exact_lengths(tokenizer):
         assert turn.expected_prompt_tokens == chat_len(tokenizer, None, turn.content)
 
 
-@needs_tokenizer
 def test_random_lengths_with_spread_and_template_included(tokenizer):
     plan = RandomWorkload(input_len=200, output_len=50, spread=0.5, include_template=True).build(
         30, ctx(tokenizer)
@@ -68,14 +62,12 @@ def test_random_lengths_with_spread_and_template_included(tokenizer):
     assert all(25 <= s.turns[0].max_tokens <= 75 for s in plan.sessions)
 
 
-@needs_tokenizer
 def test_completions_lengths(tokenizer):
     plan = RandomWorkload(input_len=33, output_len=8).build(10, ctx(tokenizer, chat=False))
     for s in plan.sessions:
         assert len(tokenizer.encode(s.turns[0].content)) == s.turns[0].expected_prompt_tokens == 33
 
 
-@needs_tokenizer
 def test_same_seed_same_prompts(tokenizer):
     a = RandomWorkload(input_len=16).build(5, ctx(tokenizer, seed=3))
     b = RandomWorkload(input_len=16).build(5, ctx(tokenizer, seed=3))
@@ -83,7 +75,6 @@ def test_same_seed_same_prompts(tokenizer):
     assert a == b and a != c
 
 
-@needs_tokenizer
 def test_shared_prefix(tokenizer):
     plan = SharedPrefixWorkload(num_prefixes=3, prefix_len=300, question_len=20, output_len=16).build(
         60, ctx(tokenizer)
@@ -97,7 +88,6 @@ def test_shared_prefix(tokenizer):
         assert s.turns[0].expected_prompt_tokens == expected
 
 
-@needs_tokenizer
 def test_multi_turn(tokenizer):
     workload = MultiTurnWorkload(turns=3, input_len=12, output_len=5, think_time_s="250ms", system_len=40)
     plan = workload.build(4, ctx(tokenizer))
