@@ -1,15 +1,13 @@
 """``loadtest``: run a load test against any OpenAI-compatible endpoint, compare two runs.
 
 Exit codes: :class:`loadtest.errors.ExitCode`. ``loadtest sweep`` and ``loadtest plan``
-are deprecated aliases of ``sweep run`` and ``sweep plan`` (the :mod:`sweep` package,
-installed with serveout's serving extra); they run it as a separate program, so this
-package never imports the sweep or the serving stack.
+are deprecated aliases of ``sweep run`` and ``sweep plan``; they start ``python -m sweep``
+as a separate program, so this package never imports the sweep or the serving stack.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -247,12 +245,7 @@ COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "list"
 def forward_to_sweep(alias: str, args: list[str]) -> int:
     """``loadtest sweep|plan ARGS`` (deprecated): ``sweep run|plan ARGS``, as a child program."""
     command = SWEEP_ALIASES[alias]
-    err = Console(stderr=True)
-    if importlib.util.find_spec("sweep") is None:
-        err.print(f"[red]error:[/] `loadtest {alias}` needs the sweep, part of serveout's serving install "
-                  "(pip install 'serveout[cpu]' or '[gpu]')")
-        return EXIT_USAGE
-    err.print(f"[yellow]`loadtest {alias}` is deprecated: use `sweep {command}`[/]")
+    Console(stderr=True).print(f"[yellow]`loadtest {alias}` is deprecated: use `sweep {command}`[/]")
     child = subprocess.Popen([sys.executable, "-m", "sweep", command, *args])
     try:
         return child.wait()
