@@ -1,4 +1,4 @@
-"""The capacity model behind ``loadtest plan``: when to add replicas (pure).
+"""The capacity model and the capacity plan behind ``sweep plan``: when to add replicas (pure).
 
 For each shape (TP size + engine settings) the sweep measured, per replica count N:
 the highest achieved rate meeting the SLO (a lower bound on N's capacity) and the
@@ -15,12 +15,12 @@ The model ``capacity(N)``:
   over the measured efficiencies ``e_N = cap(N) / (N c1)`` and clamped at 0 (a
   super-linear gain is held, not extrapolated upwards); with no multi-replica
   measurement ``a`` comes from the spec's ``assumed_scaling_efficiency`` e0 as the
-  efficiency of two replicas (``a = 1/e0 - 1``) and the plan says it is assumed;
+  efficiency of two replicas (``a = 1/e0 - 1``) and the capacity plan says it is assumed;
 - below the smallest count that met the SLO: nothing (not measured to carry anything);
 - then bounded by the measurements themselves: never below what N or fewer
   replicas carried, and never up to a rate at which N or more replicas failed.
 
-For traffic T and a headroom h (the share of capacity kept spare), the plan takes
+For traffic T and a headroom h (the share of capacity kept spare), the capacity plan takes
 the smallest N carrying ``T / (1 - h)`` strictly below every rate at which N or
 more replicas were measured failing, so it never recommends a configuration that
 was measured failing at that traffic. The next replica must be added when the
@@ -35,14 +35,13 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from sweep.base import Strict
-from sweep.candidate import Shape
 from sweep.economics import cost_per_million_tokens
 from sweep.rows import RunRow
-from sweep.space import SearchSpace
+from sweep.space import SearchSpace, Shape
+from sweep.spec import Strict
 
 _EPS = 1e-9
-DEFAULT_HEADROOM = 0.1  # the share of capacity a plan keeps spare unless told otherwise
+DEFAULT_HEADROOM = 0.1  # the share of capacity a capacity plan keeps spare unless told otherwise
 
 
 class EfficiencyPoint(Strict):
@@ -135,8 +134,8 @@ class ShapeCapacity(Strict):
         return f"extrapolated beyond {anchors[-1]} replicas (contention a={self.contention:.3g})"
 
 
-class PlanRow(Strict):
-    """What serving ``traffic_rps`` with one shape takes."""
+class CapacityPlanRow(Strict):
+    """One shape's row of a capacity plan: what serving ``traffic_rps`` with it takes."""
 
     shape_id: str
     traffic_rps: float
@@ -205,20 +204,20 @@ def fit_capacity(space: SearchSpace, rows: Sequence[RunRow]) -> tuple[ShapeCapac
     return tuple(models)
 
 
-def plan_for(model: ShapeCapacity, traffic_rps: float, headroom: float = 0.0) -> PlanRow:
+def capacity_plan_row(model: ShapeCapacity, traffic_rps: float, headroom: float = 0.0) -> CapacityPlanRow:
     """Replicas, accelerators and cost for ``traffic_rps`` with one shape."""
     common = {"shape_id": model.shape.id, "traffic_rps": traffic_rps, "headroom": headroom}
     n = model.replicas_for(traffic_rps, headroom)
     if n is None:
         top = model.capacity_rps(model.max_replicas) * (1 - headroom)
-        return PlanRow(
+        return CapacityPlanRow(
             **common, feasible=False,
             reason=f"{model.max_replicas} replicas (the budget) carry only {top:.3g} req/s with "
             f"{headroom:.0%} headroom",
         )
     cost = n * model.cost_per_replica_hour
     capacity = model.capacity_rps(n)
-    return PlanRow(
+    return CapacityPlanRow(
         **common, feasible=True, replicas=n, accelerators=n * model.accelerators_per_replica, cost_per_hour=cost,
         cost_per_million_output_tokens=cost_per_million_tokens(cost, traffic_rps * model.output_tokens_per_request),
         capacity_rps=capacity,
@@ -228,13 +227,16 @@ def plan_for(model: ShapeCapacity, traffic_rps: float, headroom: float = 0.0) ->
     )
 
 
-def plan(models: Sequence[ShapeCapacity], traffic_rps: float, headroom: float = 0.0) -> tuple[PlanRow, ...]:
-    """One row per shape; feasible rows first, cheapest first (then fewer accelerators)."""
+def capacity_plan(
+    models: Sequence[ShapeCapacity], traffic_rps: float, headroom: float = 0.0
+) -> tuple[CapacityPlanRow, ...]:
+    """The capacity plan for ``traffic_rps``: one row per shape; feasible rows first,
+    cheapest first (then fewer accelerators)."""
     if traffic_rps <= 0 or not math.isfinite(traffic_rps):
         raise ValueError("traffic must be > 0 req/s")
     if not 0.0 <= headroom < 1.0:
         raise ValueError("headroom must be within [0, 1)")
-    rows = [plan_for(m, traffic_rps, headroom) for m in models]
+    rows = [capacity_plan_row(m, traffic_rps, headroom) for m in models]
     order = {m.shape.id: i for i, m in enumerate(models)}
     return tuple(
         sorted(rows, key=lambda r: (not r.feasible, r.cost_per_hour or 0.0, r.accelerators or 0, order[r.shape_id]))

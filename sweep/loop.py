@@ -20,15 +20,15 @@ from collections.abc import Callable
 from typing import Protocol
 
 from loadtest.registry import Registry
+from sweep.economics import PriceTable
 from sweep.errors import SweepAborted, SweepError
-from sweep.report_markdown import render_markdown
-from sweep.prices import PriceTable
 from sweep.report import ReportStatus, RunCounts, SweepReport, build_report
+from sweep.report_markdown import render_markdown
 from sweep.results import MeasuredResult, RunRecord, RunStatus, Trial
+from sweep.results_folder import ResultsFolder, now_iso
+from sweep.search import Strategy, create_strategy
 from sweep.space import SearchSpace
 from sweep.spec import SweepSpec, measurement_fingerprint
-from sweep.results_folder import ResultsFolder, now_iso
-from sweep.strategy import Strategy, create_strategy
 from sweep.verdicts import covers
 
 
@@ -153,7 +153,7 @@ def run_sweep(
         raise
     report = publish(ReportStatus.COMPLETE)
     if plots:
-        # imported here: matplotlib costs ~0.8 s, which `loadtest plan` and friends need not pay
+        # imported here: matplotlib costs ~0.8 s, which `sweep plan` and friends need not pay
         from sweep.report_plots import write_plots
 
         write_plots(report, folder.root / "plots")

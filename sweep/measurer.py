@@ -1,32 +1,57 @@
 """The real :class:`~sweep.loop.Measure`: deploy a candidate on serveout,
-load-test it in its own process, tear it down.
+load-test it, tear it down.
 
-This is the one place the load tester touches ``serving`` other than over HTTP: it
-builds the candidate's :class:`StackConfig` and deploys it with serving's public app
-builder on a local cluster the caller owns. Locust runs in a child process
-(``python -m loadtest run``): it cannot share a process with Ray.
+This is the seam between the load tester and the serving stack. It builds the
+candidate's :class:`StackConfig` and deploys it with serving's public app builder
+on a local cluster the caller owns, then drives the load tester through its typed
+API: a :class:`~loadtest.config.LoadTestConfig` in,
+:func:`~loadtest.run.orchestrator.run_load_test`'s :class:`~loadtest.analysis.summary.Summary`
+out. The load tester never imports Locust here: its generator runs in child
+processes (Locust cannot share a process with Ray). Serving's errors stop at this
+seam: a model that is unknown or not prepared becomes :class:`ModelUnavailableError`.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from loadtest.cli import EXIT_OK, EXIT_SLO_FAILED
-from loadtest.errors import SummaryError
-from loadtest.analysis.summary import StageSummary, load_summary
-from sweep.candidate import Candidate
-from sweep.results import Evidence, LoadPoint, MeasuredResult, RunStatus, Trial
-from sweep.sampling import measure_rates
-from sweep.spec import SweepSpec, sweep_objective
+from rich.console import Console
+
+from loadtest.analysis.summary import StageSummary
+from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
+from loadtest.errors import LoadTestError
+from loadtest.run.orchestrator import RunOptions, run_load_test
 from serving.config.model_spec import AcceleratorKind, ModelCatalog
 from serving.config.stack import GatewaySpec, ReplicaSpec, StackConfig
 from serving.errors import ClusterError
+from serving.errors import ConfigError as ServingConfigError
 from serving.local_cluster import LocalCluster
 from serving.model_store import ModelStore
+from sweep.errors import ModelUnavailableError
+from sweep.results import Evidence, LoadPoint, MeasuredResult, RunStatus, Trial
+from sweep.sampling import measure_rates
+from sweep.space import Candidate
+from sweep.spec import SweepSpec
+
+
+def model_catalog(specs_dir: Path) -> ModelCatalog:
+    """The model specs in ``specs_dir``; :class:`ModelUnavailableError` if they cannot be read."""
+    try:
+        return ModelCatalog(specs_dir)
+    except ServingConfigError as exc:
+        raise ModelUnavailableError(f"model catalog {specs_dir}: {exc}") from None
+
+
+def prepared_model(name: str, catalog: ModelCatalog, home: Path | None = None) -> Path:
+    """The folder of model ``name``'s prepared weights; :class:`ModelUnavailableError`
+    when the catalog does not list it or it is not prepared."""
+    try:
+        return ModelStore(catalog, home).require(name)
+    except ServingConfigError as exc:  # an unknown name, or ModelNotPreparedError
+        raise ModelUnavailableError(str(exc)) from None
 
 
 def stack_config_for(candidate: Candidate, spec: SweepSpec, *, catalog: ModelCatalog, model_path: Path,
@@ -49,13 +74,31 @@ def stack_config_for(candidate: Candidate, spec: SweepSpec, *, catalog: ModelCat
     )
 
 
+def loadtest_config(spec: SweepSpec, url: str, rate: float, seed: int,
+                    tokenizer: Path | None = None) -> LoadTestConfig:
+    """One load test of the spec's traffic at ``rate`` req/s with arrival seed ``seed``:
+    warm-up then the measured window, judged on the SLO's latency objectives, one
+    generator worker process per core (as ``loadtest run`` does by default)."""
+    t = spec.traffic
+    return LoadTestConfig(
+        target=TargetConfig(url=url, model=spec.model),
+        profile=t.profile.loadtest_profile(rate, spec.max_concurrency()),
+        workload=t.workload.loadtest_workload(),
+        duration_s=t.duration_s + t.warmup_s,
+        warmup_s=t.warmup_s,
+        slos=spec.slo.per_request_objectives(),
+        seed=seed,
+        tokenizer=tokenizer,
+        generator=GeneratorConfig(workers=os.cpu_count() or 1),
+    )
+
+
 def load_point(stage: StageSummary, offered_rps: float) -> LoadPoint:
     """A sweep load point from one load-test stage (field map in docs/loadtest.md)."""
     lat, req, slo = stage.latency, stage.requests, stage.slo
     evidence = {
-        objective: Evidence(ci_low=r.ci_low, ci_high=r.ci_high, confidence=r.confidence)
+        r.objective.key: Evidence(ci_low=r.ci_low, ci_high=r.ci_high, confidence=r.confidence)
         for r in slo.objectives
-        if (objective := sweep_objective(r.objective)) is not None
     }
     validity = stage.validity
     reasons = () if validity.valid else (validity.reasons or ("the load tester marked the measurement invalid",))
@@ -78,32 +121,13 @@ def load_point(stage: StageSummary, offered_rps: float) -> LoadPoint:
     )
 
 
-def loadtest_command(spec: SweepSpec, url: str, rate: float, seed: int, folder: Path) -> list[str]:
-    """``loadtest run`` for one sample at ``rate`` with arrival seed ``seed``."""
-    t = spec.traffic
-    profile = (f"{t.profile.name}:rate={rate:g},burstiness={t.profile.burstiness:g},"
-               f"max_concurrency={spec.max_concurrency()}")
-    workload = f"{t.workload.name}:input_len={t.workload.input_tokens},output_len={t.workload.output_tokens}"
-    cmd = [sys.executable, "-m", "loadtest", "run", "--target", url, "--model", spec.model,
-           "--profile", profile, "--workload", workload,
-           "--duration", f"{t.duration_s + t.warmup_s:g}s", "--warmup", f"{t.warmup_s:g}s",
-           "--seed", str(seed), "--out", str(folder), "--quiet"]
-    if slo := spec.slo.as_loadtest_slo():
-        cmd += ["--slo", slo]
-    return cmd
-
-
-class LoadTestFailed(RuntimeError):
-    """``loadtest run`` did not produce a summary: a tool error, not a verdict."""
-
-
 class ServeoutMeasurer:
     """Measures trials on a :class:`LocalCluster` (owned by the caller)."""
 
     def __init__(self, spec: SweepSpec, cluster: LocalCluster, *, catalog: ModelCatalog,
                  artifacts: Path, on_phase: Callable[[str], None] = lambda _: None) -> None:
         self.spec, self.cluster, self.catalog = spec, cluster, catalog
-        self.model_path = ModelStore(catalog).require(spec.model)
+        self.model_path = prepared_model(spec.model, catalog)
         self.artifacts = artifacts
         self.on_phase = on_phase
 
@@ -124,24 +148,19 @@ class ServeoutMeasurer:
             self.on_phase(f"load test at {rate:g} req/s (seed {seed})")
             folder = self.artifacts / f"{trial.candidate.id}-{rate:g}rps-seed{seed}"
             folders.append(folder.name)
-            return load_point(self._load_test(url, rate, seed, folder), rate)
+            test = loadtest_config(self.spec, url, rate, seed, tokenizer=self.model_path)
+            summary = run_load_test(test, RunOptions(out_dir=folder, console=Console(quiet=True)))
+            return load_point(summary.headline, rate)
 
         try:
             points = measure_rates(trial, self.spec.traffic.seed, self.spec.slo, self.spec.search, take)
             return MeasuredResult(status=RunStatus.OK, points=points, artifacts=tuple(folders),
                                   wall_time_s=time.monotonic() - started)
-        except (LoadTestFailed, SummaryError, OSError) as exc:
-            return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=_short(str(exc)), artifacts=tuple(folders),
-                                  wall_time_s=time.monotonic() - started)
+        except (LoadTestError, OSError) as exc:
+            return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=_short(f"load test failed: {exc}"),
+                                  artifacts=tuple(folders), wall_time_s=time.monotonic() - started)
         finally:
             self._teardown(config)
-
-    def _load_test(self, url: str, rate: float, seed: int, folder: Path) -> StageSummary:
-        cmd = loadtest_command(self.spec, url, rate, seed, folder)
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        if result.returncode not in (EXIT_OK, EXIT_SLO_FAILED):
-            raise LoadTestFailed(f"load test failed ({result.returncode}): {result.stderr.strip()[-1500:]}")
-        return load_summary(folder / "summary.json").headline
 
     def _teardown(self, config: StackConfig) -> None:
         self.on_phase("tearing down")

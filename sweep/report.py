@@ -1,8 +1,8 @@
 """``sweep.json``: the versioned, documented report of a sweep (built purely).
 
-Schema ``serveout.sweep`` version 2 (every field of :class:`SweepReport`):
+Schema ``serveout.sweep`` version 3 (every field of :class:`SweepReport`):
 
-- ``kind`` ("serveout.sweep"), ``schema_version`` (2), ``status``
+- ``kind`` ("serveout.sweep"), ``schema_version`` (3), ``status``
   (``complete`` | ``partial`` while running | ``interrupted`` by Ctrl-C |
   ``aborted`` by the measurer), ``generated_at`` (ISO 8601, UTC);
 - ``spec``: the sweep spec as run (``prices`` is the price file's path),
@@ -15,20 +15,24 @@ Schema ``serveout.sweep`` version 2 (every field of :class:`SweepReport`):
 - ``runs``: one :class:`~sweep.rows.RunRow` per candidate in measurement
   order: candidate (tp, replicas, engine), status and reason, accelerators, cost
   per hour, every load point with its figures (samples, seeds, validity, bootstrap
-  evidence) and per-objective verdicts (limit, observed, ratio, passed,
-  confidence), the outcome at the target rate (pass | fail | invalid | error |
+  evidence) and per-objective verdicts (the load tester's
+  :class:`~loadtest.analysis.slo.ObjectiveResult`: the objective with its metric,
+  stat and threshold, observed, passed, 95% CI and confidence; ratio and margin are
+  derived), the outcome at the target rate (pass | fail | invalid | error |
   unknown), capacity at SLO and the lowest failing rate, throughput (req/s,
   output tok/s), cost per million output tokens at the target;
 - ``scaling``: replica scaling and tensor-parallel scaling per accelerator
-  (:mod:`sweep.scaling`);
+  (:mod:`sweep.rows`);
 - ``answer``: kind (passing | closest | none), best and runner-up candidate ids,
-  the best's verdicts (margin = 1 - ratio), failed objectives, explanation;
+  the best's verdicts, the keys of its failed objectives, explanation;
 - ``pareto``: candidate ids on the cost-per-million-tokens vs p95 E2E front;
 - ``capacity``: the fitted capacity model per shape (:mod:`sweep.capacity`);
 - ``notes``: the strategy's state per shape; ``assumptions``; ``warnings``.
 
-Readers must check ``schema_version``; new optional fields may appear in version 2.
-Version 1 (before validity, repeats and capacity-based scaling) is not read.
+Readers must check ``schema_version``; new optional fields may appear in version 3.
+Older versions are not read (2 had the sweep's own verdict type; 1 predates validity,
+repeats and capacity-based scaling); rerunning ``sweep run`` on the folder rebuilds
+the report from its stored runs without measuring again.
 """
 
 from __future__ import annotations
@@ -39,18 +43,16 @@ from typing import Literal
 
 from pydantic import Field
 
-from sweep.base import Strict
 from sweep.capacity import ShapeCapacity, fit_capacity
-from sweep.rows import RunRow, build_rows
-from sweep.prices import PriceTable
+from sweep.economics import PriceTable
 from sweep.results import RunRecord
-from sweep.scaling import ScalingRow, scaling_rows
+from sweep.rows import RunRow, ScalingRow, build_rows, scaling_rows
 from sweep.selection import CLOSEST_RULE, TIE_BREAK, Answer, choose, pareto_front
 from sweep.space import InfeasibleNote, SearchSpace
-from sweep.spec import SearchSettings, SweepSpec, measurement_fingerprint
+from sweep.spec import SearchSettings, Strict, SweepSpec, measurement_fingerprint
 
 SCHEMA = "serveout.sweep"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def assumptions(search: SearchSettings) -> tuple[str, ...]:
@@ -84,7 +86,7 @@ class SweepReport(Strict):
     """The whole of ``sweep.json`` (see the module docstring for the schema)."""
 
     kind: Literal["serveout.sweep"] = "serveout.sweep"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     status: ReportStatus
     generated_at: str
     spec: SweepSpec

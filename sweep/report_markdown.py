@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sweep.capacity import DEFAULT_HEADROOM, ShapeCapacity
-from sweep.rows import PointRow, RunRow
-from sweep.report import SweepReport
-from sweep.scaling import ScalingKind, ScalingRow
-from sweep.selection import AnswerKind
-from sweep.spec import Objective
-from sweep.verdicts import ObjectiveVerdict
+from loadtest.analysis.slo import ObjectiveResult
 from loadtest.units import format_seconds
+from sweep.capacity import DEFAULT_HEADROOM, ShapeCapacity
+from sweep.report import SweepReport
+from sweep.rows import PointRow, RunRow, ScalingKind, ScalingRow
+from sweep.selection import AnswerKind
 
-PLAN_ROWS = 8
+CAPACITY_TABLE_ROWS = 8  # replica counts shown per shape in the capacity model
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -35,14 +33,15 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     return lines
 
 
-def _observed(v: ObjectiveVerdict) -> str:
-    if v.objective is Objective.GOODPUT_SHARE:
+def _observed(v: ObjectiveResult) -> str:
+    if v.objective.lower_bound:
         return "-" if v.observed is None else f"{v.observed:.1%}"
     return format_seconds(v.observed)
 
 
-def _limit(v: ObjectiveVerdict) -> str:
-    return f">= {v.limit:.1%}" if v.objective is Objective.GOODPUT_SHARE else f"<= {format_seconds(v.limit)}"
+def _limit(v: ObjectiveResult) -> str:
+    limit = v.objective.threshold
+    return f">= {limit:.1%}" if v.objective.lower_bound else f"<= {format_seconds(limit)}"
 
 
 def _share(value: float | None) -> str:
@@ -106,7 +105,7 @@ def _answer(report: SweepReport) -> list[str]:
     lines += _table(
         ("objective", "limit", "observed", "margin", "verdict", "confidence"),
         (
-            (v.objective.value, _limit(v), _observed(v), "-" if v.margin is None else f"{v.margin:+.1%}",
+            (v.objective.key, _limit(v), _observed(v), "-" if v.margin is None else f"{v.margin:+.1%}",
              "pass" if v.passed else "FAIL", _share(v.confidence))
             for v in answer.verdicts
         ),
@@ -115,7 +114,7 @@ def _answer(report: SweepReport) -> list[str]:
         lines += ["", f"Measured in {best.target.point.samples} sample(s); confidence = share of bootstrap "
                   "resamples in which the objective holds."]
     if answer.failed:
-        lines += ["", f"Failed objective(s), worst first: {', '.join(o.value for o in answer.failed)}"]
+        lines += ["", f"Failed objective(s), worst first: {', '.join(answer.failed)}"]
     lines += ["", f"Runner-up: `{answer.runner_up}`" if answer.runner_up else "Runner-up: none", ""]
     return lines
 
@@ -190,13 +189,13 @@ def _capacity(models: Sequence[ShapeCapacity], currency: str) -> list[str]:
         return ["## Capacity model", "", "No shape met the SLO at any count: nothing to model.", ""]
     lines = ["## Capacity model", "",
              f"Measured capacities, joined by lines, extrapolated with the contention curve, capped below every "
-             f"measured failure (`loadtest plan` for any traffic). With {DEFAULT_HEADROOM:.0%} headroom, add the "
+             f"measured failure (`sweep plan` for any traffic). With {DEFAULT_HEADROOM:.0%} headroom, add the "
              "next replica when traffic exceeds the last column.", ""]
     for m in models:
         assumed = " (assumed: no multi-replica run met the SLO)" if m.contention_assumed else ""
         lines += [f"**{m.shape.id}**: c1 = {_num(m.per_replica_rps)} req/s per replica, "
                   f"a = {m.contention:.3g}{assumed}", ""]
-        steps = range(1, min(m.max_replicas, PLAN_ROWS) + 1)
+        steps = range(1, min(m.max_replicas, CAPACITY_TABLE_ROWS) + 1)
         lines += _table(
             ("replicas", "accelerators", "carries up to req/s", "efficiency", f"{currency}/h", "basis",
              f"add a replica above req/s ({DEFAULT_HEADROOM:.0%} headroom)"),

@@ -17,9 +17,8 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from sweep.rows import RunRow
 from sweep.report import SweepReport
-from sweep.scaling import ScalingKind
+from sweep.rows import RunRow, ScalingKind
 
 
 def _save(figure: Figure, path: Path) -> Path:

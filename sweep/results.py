@@ -15,9 +15,9 @@ import math
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, model_validator
 
-from sweep.base import Strict
-from sweep.candidate import Candidate
-from sweep.spec import Objective
+from loadtest.analysis.slo import Metric
+from sweep.space import Candidate
+from sweep.spec import Strict
 
 
 class RunStatus(enum.StrEnum):
@@ -48,8 +48,8 @@ def _ascending(rates: tuple[float, ...], what: str) -> None:
 
 
 class Evidence(Strict):
-    """The load tester's bootstrap evidence on one objective (``None``: not computed):
-    the 95% CI of the observed statistic and the share of resamples meeting the limit."""
+    """The load tester's bootstrap evidence on one latency objective (``None``: not
+    computed): the 95% CI of the observed p95 and the share of resamples meeting the limit."""
 
     ci_low: float | None = None
     ci_high: float | None = None
@@ -61,7 +61,8 @@ class LoadPoint(Strict):
 
     Latencies are seconds and ``None`` when no request succeeded. ``requests_good``
     counts requests that met every per-request latency objective (the goodput
-    numerator). ``arrival_rps`` is the rate the generator actually sent: the point is
+    numerator). ``evidence`` is keyed by the objective's key (``"ttft_p95"``, ...).
+    ``arrival_rps`` is the rate the generator actually sent: the point is
     judged at it (:attr:`rate_rps`). ``invalid_reasons`` says why the load tester
     does not trust the measurement (late arrivals, its concurrency cap, a saturated
     or lagging generator, a rate short of the offered one): such a point is neither
@@ -81,7 +82,7 @@ class LoadPoint(Strict):
     tpot_p95_s: NonNegativeFloat | None = None
     e2e_p95_s: NonNegativeFloat | None = None
     goodput_rps: NonNegativeFloat = 0.0
-    evidence: dict[Objective, Evidence] = {}
+    evidence: dict[str, Evidence] = {}
     invalid_reasons: tuple[str, ...] = ()
     seeds: tuple[int, ...] = ()
 
@@ -110,13 +111,9 @@ class LoadPoint(Strict):
         """The rate the point is judged at: what was actually sent, else the offered rate."""
         return self.offered_rps if self.arrival_rps is None else self.arrival_rps
 
-    def latency_p95(self, objective: Objective) -> float | None:
-        """The observed p95 of a latency objective."""
-        return {
-            Objective.TTFT_P95: self.ttft_p95_s,
-            Objective.TPOT_P95: self.tpot_p95_s,
-            Objective.E2E_P95: self.e2e_p95_s,
-        }[objective]
+    def p95(self, metric: Metric) -> float | None:
+        """The observed p95 of a latency metric (TTFT, TPOT or E2E)."""
+        return {Metric.TTFT: self.ttft_p95_s, Metric.TPOT: self.tpot_p95_s, Metric.E2E: self.e2e_p95_s}[metric]
 
 
 class Trial(Strict):

@@ -26,10 +26,10 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from sweep.base import Strict
 from sweep.errors import ResultsFolderError
 from sweep.report import SCHEMA, SCHEMA_VERSION, SweepReport
 from sweep.results import MeasuredResult, RunRecord, Trial
+from sweep.spec import Strict
 
 REPORT_NAME = "sweep.json"
 
@@ -154,8 +154,8 @@ class ResultsFolder:
             raise ResultsFolderError(f"{self.report_path} is not a serveout sweep report")
         if raw.get("schema_version") != SCHEMA_VERSION:
             raise ResultsFolderError(
-                f"{self.report_path} has schema version {raw.get('schema_version')!r}; "
-                f"this version reads {SCHEMA_VERSION}"
+                f"{self.report_path} has schema version {raw.get('schema_version')!r}; this version reads "
+                f"{SCHEMA_VERSION} (`sweep run SPEC --out {self.root}` rebuilds it from the stored runs)"
             )
         try:
             return SweepReport.model_validate(raw)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from loadtest.profiles.rate_search import next_sweep_rate
 from sweep.results import Evidence, LoadPoint, Trial
-from sweep.spec import Objective, SearchSettings, SloSpec
+from sweep.spec import SearchSettings, SloSpec
 from sweep.verdicts import evaluate_point, settled
 
 # Take one load test of ``rate`` req/s with arrival seed ``seed``; returns one sample.
@@ -58,10 +58,8 @@ def _median_p95(values: Iterable[float | None]) -> float | None:
     return statistics.fmean(v for v in middle if v is not None)
 
 
-def _evidence(samples: Sequence[LoadPoint], objective: Objective) -> Evidence | None:
-    found = [e for s in samples if (e := s.evidence.get(objective)) is not None]
-    if not found:
-        return None
+def _evidence(samples: Sequence[LoadPoint], key: str) -> Evidence:
+    found = [e for s in samples if (e := s.evidence.get(key)) is not None]
     lows = [e.ci_low for e in found if e.ci_low is not None]
     highs = [e.ci_high for e in found if e.ci_high is not None]
     return Evidence(
@@ -81,7 +79,7 @@ def combine(samples: Sequence[LoadPoint]) -> LoadPoint:
     valid = [s for s in samples if s.valid]
     use = valid or list(samples)
     reasons = () if valid else tuple(dict.fromkeys(r for s in samples for r in s.invalid_reasons))
-    evidence = {o: e for o in Objective if (e := _evidence(use, o)) is not None}
+    evidence = {key: _evidence(use, key) for key in dict.fromkeys(k for s in use for k in s.evidence)}
     return LoadPoint(
         offered_rps=samples[0].offered_rps,
         duration_s=sum(s.duration_s for s in use),

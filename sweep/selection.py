@@ -23,10 +23,11 @@ import enum
 import math
 from collections.abc import Sequence
 
-from sweep.base import Strict
+from pydantic import Field
+
+from loadtest.analysis.slo import Metric, ObjectiveResult
 from sweep.rows import RunRow
-from sweep.spec import Objective
-from sweep.verdicts import ObjectiveVerdict
+from sweep.spec import P95_LIMITS, Strict
 
 TIE_BREAK = "lower cost per hour, then fewer accelerators, then lower p95 E2E, then candidate id"
 CLOSEST_RULE = "smallest worst normalised SLO ratio, then lower cost, fewer accelerators, candidate id"
@@ -44,8 +45,8 @@ class Answer(Strict):
     kind: AnswerKind
     best: str | None = None
     runner_up: str | None = None
-    verdicts: tuple[ObjectiveVerdict, ...] = ()
-    failed: tuple[Objective, ...] = ()
+    verdicts: tuple[ObjectiveResult, ...] = ()
+    failed: tuple[str, ...] = Field((), description="keys of the failed objectives, worst first")
     explanation: str
 
 
@@ -100,27 +101,27 @@ def choose(rows: Sequence[RunRow]) -> Answer:
     )
 
 
-def describe_miss(verdict: ObjectiveVerdict) -> str:
+def describe_miss(verdict: ObjectiveResult) -> str:
     """One failed objective in words, e.g. ``e2e_p95 54.6 s > 12 s, 355.0% over``."""
-    name, limit, seen = verdict.objective.value, verdict.limit, verdict.observed
-    if verdict.objective is Objective.GOODPUT_SHARE:
+    name, limit, seen = verdict.objective.key, verdict.objective.threshold, verdict.observed
+    if verdict.objective.lower_bound:
         return f"goodput share {0.0 if seen is None else seen:.0%} < {limit:.0%}"
     if seen is None:
         return f"{name} not measured (no successful request)"
     return f"{name} {seen:.3g} s > {limit:.3g} s, {(seen / limit - 1) * 100:.1f}% over"
 
 
-def _latency(row: RunRow, objective: Objective) -> float | None:
-    """The target's p95 of ``objective`` (``None`` when not validly measured there)."""
+def _latency(row: RunRow, metric: Metric) -> float | None:
+    """The target's p95 of ``metric`` (``None`` when not validly measured there)."""
     if row.target is None or not row.target.verdict.valid:
         return None
-    return row.target.point.latency_p95(objective)
+    return row.target.point.p95(metric)
 
 
-def pareto_front(rows: Sequence[RunRow], latency: Objective = Objective.E2E_P95) -> tuple[str, ...]:
+def pareto_front(rows: Sequence[RunRow], latency: Metric = Metric.E2E) -> tuple[str, ...]:
     """Candidate ids on the cost-per-million-tokens vs p95 latency front, cheapest first."""
-    if latency is Objective.GOODPUT_SHARE:
-        raise ValueError("the Pareto front is over a latency objective")
+    if latency not in P95_LIMITS.values():
+        raise ValueError(f"the Pareto front is over a p95 latency ({', '.join(P95_LIMITS.values())})")
     pts = [
         (r.cost_per_million_output_tokens, lat, r.candidate_id)
         for r in rows

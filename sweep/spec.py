@@ -1,26 +1,39 @@
 """The sweep spec: what to serve, at what traffic, against which SLO, over which space.
 
 A :class:`SweepSpec` is loaded from YAML (:func:`sweep.spec_file.load_sweep_spec`)
-and is immutable. :func:`measurement_fingerprint` hashes the part of it that changes
-what a measurement means, so persisted results are reused only when they still apply.
+and is immutable. Its traffic and SLO are stated in the load tester's own terms: the
+profile and workload are registered load tester names (checked when the spec loads),
+and the SLO's objectives are :class:`loadtest.analysis.slo.Objective`\ s.
+:func:`measurement_fingerprint` hashes the part of it that changes what a measurement
+means, so persisted results are reused only when they still apply.
 """
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_validator,
+)
 
+from loadtest.analysis.slo import Metric, Objective, Stat
 from loadtest.errors import ConfigError
-from loadtest.analysis.slo import Metric, Stat
-from loadtest.analysis.slo import Objective as LoadTestObjective
-from sweep.base import Strict
-from loadtest.units import parse_duration
+from loadtest.profiles import ProfileConfig, profile_registry
+from loadtest.registry import Registry
+from loadtest.units import Seconds
+from loadtest.workloads import WorkloadConfig, workload_registry
 from serving.config.model_spec import AcceleratorKind
 
 # 2: points carry validity, bootstrap evidence and repeated samples; the client
@@ -33,50 +46,44 @@ DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY = 256, 4096
 CONCURRENCY_HEADROOM = 4.0
 
 
-def _seconds(value: object) -> object:
-    """Accept ``"500ms"``, ``"2s"`` or a number of seconds (None passes through)."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, (str, int, float)):
-        try:
-            return parse_duration(value)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-    return value
+class Strict(BaseModel):
+    """The base of every typed sweep object: unknown keys are errors, values immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
-OptionalSeconds = Seconds | None
+def _keyed(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """The load tester's :data:`~loadtest.units.Seconds` raises its ``ConfigError``, which
+    pydantic lets through without the key; as a ``ValueError`` the spec error names it."""
+    try:
+        return handler(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
 
 
-class Objective(enum.StrEnum):
-    """The objectives a sweep SLO can set (the latency ones are the load tester's keys)."""
-
-    TTFT_P95 = "ttft_p95"
-    TPOT_P95 = "tpot_p95"
-    E2E_P95 = "e2e_p95"
-    GOODPUT_SHARE = "goodput_share"
+# The load tester's Seconds ("500ms", "2s" or a number), with errors naming the key.
+SpecSeconds = Annotated[Seconds, WrapValidator(_keyed)]
+Positive = Annotated[SpecSeconds, Field(gt=0)]
 
 
-LATENCY_METRICS = {Objective.TTFT_P95: Metric.TTFT, Objective.TPOT_P95: Metric.TPOT, Objective.E2E_P95: Metric.E2E}
-
-
-def sweep_objective(objective: LoadTestObjective) -> Objective | None:
-    """The sweep objective a load tester objective stands for (``None``: not a sweep one)."""
-    if objective.stat is not Stat.P95:
-        return None
-    return next((o for o, m in LATENCY_METRICS.items() if m is objective.metric), None)
+def _build(registry: Registry[Any], name: str, params: dict[str, object]) -> Any:
+    """The load tester's registered ``name`` built from ``params``; ``ConfigError`` if it refuses."""
+    cls = registry.get(name)
+    try:
+        return cls.model_validate({**params, "kind": name})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or name}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"the load tester's {registry.what} {name!r} refuses {problems}") from None
 
 
 class LoadProfileSpec(Strict):
     """An open-loop load profile of the load tester, by its registered name.
 
-    The sweep only needs the arrival rate; the name and burstiness are handed to the
-    load tester, which validates them. Each load point of a trial replaces
-    ``rate_rps`` with the point's offered rate. ``max_concurrency`` is the load
-    tester's cap on requests in flight (``null``: derived, see
-    :meth:`SweepSpec.max_concurrency`); a point that reaches it is an invalid
-    measurement.
+    The sweep only needs the arrival rate: each load point of a trial builds the load
+    tester's profile at the point's offered rate (:meth:`loadtest_profile`).
+    ``max_concurrency`` is the load tester's cap on requests in flight (``null``:
+    derived, see :meth:`SweepSpec.max_concurrency`); a point that reaches it is an
+    invalid measurement.
     """
 
     name: str = Field("poisson", description="load tester profile name (open loop)")
@@ -86,6 +93,11 @@ class LoadProfileSpec(Strict):
         None, ge=1, le=MAX_CONCURRENCY, description="client cap on requests in flight; null = derived"
     )
 
+    def loadtest_profile(self, rate: float, max_concurrency: int) -> ProfileConfig:
+        """The load tester's profile at ``rate`` req/s (``ConfigError`` if it does not take these)."""
+        params = {"rate": rate, "burstiness": self.burstiness, "max_concurrency": max_concurrency}
+        return _build(profile_registry(), self.name, params)
+
 
 class WorkloadSpec(Strict):
     """A load tester workload, by its registered name, with exact token lengths."""
@@ -94,18 +106,19 @@ class WorkloadSpec(Strict):
     input_tokens: PositiveInt
     output_tokens: PositiveInt
 
+    def loadtest_workload(self) -> WorkloadConfig:
+        """The load tester's workload (``ConfigError`` if it does not take these lengths)."""
+        params = {"input_len": self.input_tokens, "output_len": self.output_tokens}
+        return _build(workload_registry(), self.name, params)
+
 
 class TrafficSpec(Strict):
-    """The target traffic, handed to the load tester for every load point.
-
-    Minimal on purpose: the load tester's own config types were not final when the
-    sweep was written; the orchestration maps this onto them.
-    """
+    """The target traffic, handed to the load tester for every load point."""
 
     profile: LoadProfileSpec
     workload: WorkloadSpec
-    duration_s: Seconds = Field(60.0, description="measured window of one load point")
-    warmup_s: Annotated[float, BeforeValidator(_seconds), Field(ge=0)] = 10.0
+    duration_s: Positive = Field(60.0, description="measured window of one load point")
+    warmup_s: Annotated[SpecSeconds, Field(ge=0)] = 10.0
     seed: int = 0
 
     @property
@@ -113,45 +126,45 @@ class TrafficSpec(Strict):
         return self.profile.rate_rps
 
 
+P95_LIMITS = {"ttft_p95": Metric.TTFT, "tpot_p95": Metric.TPOT, "e2e_p95": Metric.E2E}
+
+
 class SloSpec(Strict):
     """The service-level objective at the target traffic (unset objectives are ignored).
 
-    Latency limits are seconds (``"500ms"`` and ``"2s"`` are accepted); each is an
-    upper bound on the run's p95. ``min_goodput_share`` is a lower bound on the share
-    of sent requests that met every per-request latency objective.
+    Each key set is one of the load tester's objectives (:attr:`objectives`): the
+    latency limits are seconds (``"500ms"`` and ``"2s"`` are accepted), each an upper
+    bound on the run's p95; ``min_goodput_share`` is a lower bound on the share of sent
+    requests that met every latency objective.
     """
 
-    ttft_p95: OptionalSeconds = None
-    tpot_p95: OptionalSeconds = None
-    e2e_p95: OptionalSeconds = None
+    ttft_p95: Positive | None = None
+    tpot_p95: Positive | None = None
+    e2e_p95: Positive | None = None
     min_goodput_share: float | None = Field(None, gt=0, le=1)
 
     @model_validator(mode="after")
     def _some_objective(self) -> SloSpec:
-        if all(v is None for v in (self.ttft_p95, self.tpot_p95, self.e2e_p95, self.min_goodput_share)):
+        if not self.objectives:
             raise ValueError("the SLO needs at least one objective")
         return self
 
-    def limit(self, objective: Objective) -> float | None:
-        """The limit this SLO sets on ``objective`` (``None``: not set)."""
-        return {
-            Objective.TTFT_P95: self.ttft_p95,
-            Objective.TPOT_P95: self.tpot_p95,
-            Objective.E2E_P95: self.e2e_p95,
-            Objective.GOODPUT_SHARE: self.min_goodput_share,
-        }[objective]
+    @property
+    def objectives(self) -> tuple[Objective, ...]:
+        """Every objective set: the p95 latencies' upper bounds, then the goodput share's lower one."""
+        latency = tuple(self.per_request_objectives())
+        if self.min_goodput_share is None:
+            return latency
+        return (*latency, Objective(metric=Metric.GOODPUT_SHARE, threshold=self.min_goodput_share))
 
-    def loadtest_objectives(self) -> tuple[LoadTestObjective, ...]:
-        """The latency objectives as the load tester's own (it judges them and counts goodput)."""
+    def per_request_objectives(self) -> tuple[Objective, ...]:
+        """The latency objectives: the load tester judges a run on them and counts a
+        request as good when it meets all of them (the goodput share's numerator)."""
         return tuple(
-            LoadTestObjective(metric=metric, stat=Stat.P95, threshold=limit)
-            for objective, metric in LATENCY_METRICS.items()
-            if (limit := self.limit(objective)) is not None
+            Objective(metric=metric, stat=Stat.P95, threshold=limit)
+            for key, metric in P95_LIMITS.items()
+            if (limit := getattr(self, key)) is not None
         )
-
-    def as_loadtest_slo(self) -> str:
-        """The latency objectives in the load tester's ``--slo`` syntax."""
-        return ",".join(f"{o.key}={o.threshold * 1000:g}ms" for o in self.loadtest_objectives())
 
     def request_time_s(self, output_tokens: int) -> float | None:
         """The longest a request may take within the latency limits (``None``: no limit
@@ -230,7 +243,7 @@ class BudgetSpec(Strict):
 
 
 class SearchSettings(Strict):
-    """How the configuration space is searched (see :mod:`sweep.strategy`) and
+    """How the configuration space is searched (see :mod:`sweep.search`) and
     how each load point is sampled (see :mod:`sweep.sampling`)."""
 
     strategy: str = Field("capacity-search", description="registered strategy name")
@@ -278,6 +291,15 @@ class SweepSpec(Strict):
                 f"{self.max_rate_rps:g} req/s when requests take the {self.request_time_s():.3g} s the SLO "
                 "allows: every point near the SLO would hit the cap"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _load_tester_takes_the_traffic(self) -> SweepSpec:
+        try:
+            self.traffic.profile.loadtest_profile(self.target_rps, self.max_concurrency())
+            self.traffic.workload.loadtest_workload()
+        except ConfigError as exc:
+            raise ValueError(f"traffic: {exc}") from None
         return self
 
     @property

@@ -1,4 +1,4 @@
-"""Loading a sweep spec from YAML and applying CLI overrides (``key.path=value``).
+"""Reading the sweep's YAML files: a sweep spec with CLI overrides, and a price table.
 
 An override is ``dotted.key=value`` where the value is read as a YAML scalar or flow
 list: ``traffic.profile.rate_rps=4``, ``space.tensor_parallel=[1,2]``,
@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from sweep.economics import PriceTable
 from sweep.errors import SpecError
 from sweep.spec import SweepSpec
 
@@ -33,22 +34,26 @@ def load_sweep_spec(path: Path, overrides: Sequence[str] = ()) -> SweepSpec:
     return spec
 
 
-def apply_overrides(spec: SweepSpec, overrides: Sequence[str]) -> SweepSpec:
-    """A new spec with ``key.path=value`` overrides applied and validated again."""
-    if not overrides:
-        return spec
-    return _validate(_apply(spec.model_dump(mode="json"), overrides), "sweep spec", overrides)
+def load_price_table(path: Path) -> PriceTable:
+    """Read a price table YAML file; :class:`SpecError` names the file on any problem."""
+    try:
+        return PriceTable.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as exc:
+        raise SpecError(f"invalid price table {path}: {_problems(exc)}") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecError(f"invalid price table {path}: {exc}") from exc
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors())
 
 
 def _validate(document: dict[str, Any], where: str, overrides: Sequence[str]) -> SweepSpec:
     try:
         return SweepSpec.model_validate(document)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
-        )
         suffix = f" (overrides: {', '.join(overrides)})" if overrides else ""
-        raise SpecError(f"invalid {where}: {problems}{suffix}") from None
+        raise SpecError(f"invalid {where}: {_problems(exc)}{suffix}") from None
 
 
 def _apply(document: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:

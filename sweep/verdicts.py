@@ -1,9 +1,11 @@
-"""Judging measurements against the SLO (pure).
+"""Judging measurements against the SLO (pure), with the load tester's objective model.
 
-Every objective gets a *ratio*, 1.0 being exactly at the limit and below 1.0 passing:
+Each objective the SLO sets (:attr:`sweep.spec.SloSpec.objectives`) gets the load
+tester's verdict, a :class:`~loadtest.analysis.slo.ObjectiveResult`, whose *ratio* is
+1.0 exactly at the limit and below 1.0 passing:
 
 - latency objectives (p95 TTFT / TPOT / E2E, upper bounds): ``observed / limit``;
-- the goodput objective (a lower bound): ``min_goodput_share / observed_share``.
+- the goodput share (a lower bound): ``min_goodput_share / observed_share``.
 
 The *margin* is ``1 - ratio``: the fraction of the limit left (negative = violated
 by that fraction). A ratio is ``None`` when the figure could not be measured (no
@@ -12,11 +14,11 @@ infinitely far off. The *worst ratio* of a point is the largest of its ratios; t
 "closest" failing configuration is the one with the smallest worst ratio.
 
 Each objective also gets a *confidence*: the share of bootstrap resamples of the
-run's requests in which it holds (the load tester's figure for latencies; the load
-tester's proportion bootstrap for the goodput share). A point's confidence is that
-of its verdict, by the load tester's rule (:func:`loadtest.analysis.slo.verdict_confidence`):
-for a pass the least sure objective's, for a failure the surest failed objective's
-``1 - confidence``.
+run's requests in which it holds (the load tester's figure for latencies; its
+proportion bootstrap, :func:`~loadtest.analysis.slo.judge_share`, for the goodput
+share). A point's confidence is that of its verdict, by the load tester's rule
+(:func:`~loadtest.analysis.slo.verdict_confidence`): for a pass the least sure
+objective's, for a failure the surest failed objective's ``1 - confidence``.
 
 A point the load tester marked invalid is neither a pass nor a failure
 (:attr:`Outcome.INVALID`). A point is *near the boundary* when its verdict hangs on
@@ -35,16 +37,12 @@ makes latency worse) and a rate above an invalid one as invalid.
 from __future__ import annotations
 
 import enum
-import functools
 import math
 
-import numpy as np
-
-from loadtest.analysis.slo import verdict_confidence
-from loadtest.analysis.stats import bootstrap_proportion
-from sweep.base import Strict
+from loadtest.analysis.slo import Metric, Objective, ObjectiveResult, judge_share, verdict_confidence
 from sweep.results import LoadPoint, RunRecord, RunStatus, same_rate
-from sweep.spec import LATENCY_METRICS, Objective, SearchSettings, SloSpec
+from sweep.spec import SearchSettings, SloSpec, Strict
+
 
 class Outcome(enum.StrEnum):
     """A point's or a record's outcome at one offered rate."""
@@ -56,20 +54,8 @@ class Outcome(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
-class ObjectiveVerdict(Strict):
-    """One objective at one load point."""
-
-    objective: Objective
-    limit: float
-    observed: float | None
-    ratio: float | None
-    passed: bool
-    confidence: float | None = None
-
-    @property
-    def margin(self) -> float | None:
-        """Fraction of the limit left: 0.2 = 20% headroom, -0.1 = 10% over."""
-        return None if self.ratio is None else 1.0 - self.ratio
+def _ratio(result: ObjectiveResult) -> float:
+    return math.inf if result.ratio is None else result.ratio
 
 
 class PointVerdict(Strict):
@@ -78,7 +64,7 @@ class PointVerdict(Strict):
     offered_rps: float
     rate_rps: float
     samples: int = 1
-    verdicts: tuple[ObjectiveVerdict, ...]
+    verdicts: tuple[ObjectiveResult, ...]
     invalid_reasons: tuple[str, ...] = ()
 
     @property
@@ -103,78 +89,53 @@ class PointVerdict(Strict):
     @property
     def worst_ratio(self) -> float:
         """The largest ratio (``inf`` when an objective could not be measured)."""
-        return max((math.inf if v.ratio is None else v.ratio) for v in self.verdicts)
+        return max(_ratio(v) for v in self.verdicts)
 
     @property
-    def misses(self) -> tuple[ObjectiveVerdict, ...]:
+    def misses(self) -> tuple[ObjectiveResult, ...]:
         """Verdicts of the failed objectives, worst first."""
-        bad = [v for v in self.verdicts if not v.passed]
-        bad.sort(key=lambda v: -(math.inf if v.ratio is None else v.ratio))
-        return tuple(bad)
+        return tuple(sorted((v for v in self.verdicts if not v.passed), key=lambda v: -_ratio(v)))
 
     @property
-    def failed(self) -> tuple[Objective, ...]:
-        """Failed objectives, worst first."""
-        return tuple(v.objective for v in self.misses)
+    def failed(self) -> tuple[str, ...]:
+        """Keys of the failed objectives (``"e2e_p95"``, ...), worst first."""
+        return tuple(v.objective.key for v in self.misses)
 
     @property
     def confidence(self) -> float | None:
         """Confidence in this verdict (``None``: invalid, or not known for every
-        objective that decides it); the load tester's rule, applied to these verdicts
-        (they carry the ``passed``, ``observed`` and ``confidence`` it reads)."""
-        return verdict_confidence(self.verdicts) if self.valid else None  # type: ignore[arg-type]
+        objective that decides it); the load tester's rule."""
+        return verdict_confidence(self.verdicts) if self.valid else None
 
 
-@functools.lru_cache(maxsize=4096)  # deterministic (seeded), and judged again and again by the search
-def share_confidence(good: int, sent: int, minimum: float) -> float | None:
-    """Share of the load tester's bootstrap resamples of ``sent`` requests whose good
-    share is at least ``minimum`` (``None`` with no request)."""
-    resampled = bootstrap_proportion(good, sent)
-    return None if resampled is None else float(np.mean(resampled >= minimum - 1e-12))
-
-
-def _latency(objective: Objective, limit: float, point: LoadPoint) -> ObjectiveVerdict:
-    observed = point.latency_p95(objective)
-    evidence = point.evidence.get(objective)
-    return ObjectiveVerdict(
-        objective=objective, limit=limit, observed=observed,
-        ratio=None if observed is None else observed / limit,
-        passed=observed is not None and observed <= limit,
-        confidence=None if evidence is None else evidence.confidence,
-    )
-
-
-def _goodput(minimum: float, point: LoadPoint) -> ObjectiveVerdict:
-    share = point.goodput_share
-    return ObjectiveVerdict(
-        objective=Objective.GOODPUT_SHARE, limit=minimum, observed=share,
-        ratio=None if not share else minimum / share,
-        passed=share is not None and share >= minimum,
-        confidence=share_confidence(point.requests_good, point.requests_sent, minimum),
+def judge(objective: Objective, point: LoadPoint) -> ObjectiveResult:
+    """The load tester's verdict on one objective at one load point: a p95 latency with
+    the load tester's bootstrap evidence, or the goodput share from the point's counts."""
+    if objective.metric is Metric.GOODPUT_SHARE:
+        return judge_share(objective, point.requests_good, point.requests_sent)
+    observed = point.p95(objective.metric)
+    evidence = point.evidence.get(objective.key)
+    return ObjectiveResult(
+        objective=objective, observed=observed, passed=objective.holds(observed),
+        **({} if evidence is None else evidence.model_dump()),
     )
 
 
 def evaluate_point(point: LoadPoint, slo: SloSpec) -> PointVerdict:
     """Verdicts of one load point on every objective the SLO sets."""
-    verdicts = [
-        _latency(objective, limit, point)
-        for objective in LATENCY_METRICS
-        if (limit := slo.limit(objective)) is not None
-    ]
-    if slo.min_goodput_share is not None:
-        verdicts.append(_goodput(slo.min_goodput_share, point))
     return PointVerdict(
         offered_rps=point.offered_rps, rate_rps=point.rate_rps, samples=point.samples,
-        verdicts=tuple(verdicts), invalid_reasons=point.invalid_reasons,
+        verdicts=tuple(judge(o, point) for o in slo.objectives), invalid_reasons=point.invalid_reasons,
     )
 
 
-def _budget_ratio(v: ObjectiveVerdict) -> float:
+def _budget_ratio(v: ObjectiveResult) -> float:
     """Where an objective stands on its own scale, 1.0 at the limit (``inf``: unmeasured)."""
     if v.observed is None or v.ratio is None:
         return math.inf
-    if v.objective is Objective.GOODPUT_SHARE and v.limit < 1.0:
-        return (1.0 - v.observed) / (1.0 - v.limit)
+    limit = v.objective.threshold
+    if v.objective.metric is Metric.GOODPUT_SHARE and limit < 1.0:
+        return (1.0 - v.observed) / (1.0 - limit)
     return v.ratio
 
 

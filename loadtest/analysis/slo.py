@@ -4,7 +4,12 @@ Syntax: ``ttft_p95=500ms,tpot_p95=50ms,e2e_p95=10s,error_rate=1%``. A latency
 objective is ``<metric>_<stat>=<duration>`` with metric one of ``ttft``, ``itl``,
 ``tpot``, ``e2e`` and stat one of ``p50``, ``p90``, ``p95``, ``p99``, ``mean``,
 ``max``; ``error_rate=<fraction>`` bounds the failed share of measured requests.
-Every objective is an upper bound (observed <= threshold passes).
+Every objective of that syntax is an upper bound (observed <= threshold passes).
+
+A *goodput share* objective (:attr:`Metric.GOODPUT_SHARE`, the sweep's
+``min_goodput_share``) is a lower bound on the share of measured requests that met
+every per-request objective; it is judged from counts (:func:`judge_share`), not set
+with ``--slo``.
 
 For goodput each latency objective also applies to every single request: its TTFT,
 TPOT or E2E must be <= the threshold whatever the stat; for ITL the request's own
@@ -19,6 +24,7 @@ confidence says how much of one.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -35,6 +41,7 @@ class Metric(enum.StrEnum):
     TPOT = "tpot"
     E2E = "e2e"
     ERROR_RATE = "error_rate"
+    GOODPUT_SHARE = "goodput_share"
 
 
 class Stat(enum.StrEnum):
@@ -47,10 +54,12 @@ class Stat(enum.StrEnum):
 
 
 STREAM_ONLY = frozenset({Metric.TTFT, Metric.ITL, Metric.TPOT})
+SHARES = frozenset({Metric.ERROR_RATE, Metric.GOODPUT_SHARE})  # fractions of the measured requests
 
 
 class Objective(BaseModel):
-    """One upper bound: seconds for latency metrics, a fraction for ``error_rate``."""
+    """One bound: an upper bound in seconds on a latency statistic or a fraction on the
+    error rate, or a lower bound on the goodput share (a fraction)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -62,10 +71,33 @@ class Objective(BaseModel):
     def key(self) -> str:
         return self.metric.value if self.stat is None else f"{self.metric.value}_{self.stat.value}"
 
+    @property
+    def lower_bound(self) -> bool:
+        """Whether the observed figure must be at least the threshold (else at most)."""
+        return self.metric is Metric.GOODPUT_SHARE
+
+    def holds(self, observed: float | None) -> bool:
+        """Whether ``observed`` meets the bound (an unmeasured figure never does)."""
+        if observed is None:
+            return False
+        return observed >= self.threshold if self.lower_bound else observed <= self.threshold
+
+    def ratio(self, observed: float | None) -> float | None:
+        """How far ``observed`` stands from the bound: 1.0 at the threshold, above 1.0
+        failing by that factor (``observed / threshold``, for a lower bound ``threshold /
+        observed``); ``None`` when unmeasured or, for a lower bound, zero."""
+        if observed is None:
+            return None
+        if self.lower_bound:
+            return self.threshold / observed if observed > 0 else None
+        return observed / self.threshold
+
+    def format(self, value: float) -> str:
+        """A figure of this objective for people: a percentage for shares, else a duration."""
+        return f"{value:.2%}" if self.metric in SHARES else format_seconds(value)
+
     def describe(self) -> str:
-        if self.metric is Metric.ERROR_RATE:
-            return f"{self.key} <= {self.threshold:.2%}"
-        return f"{self.key} <= {format_seconds(self.threshold)}"
+        return f"{self.key} {'>=' if self.lower_bound else '<='} {self.format(self.threshold)}"
 
 
 class ObjectiveResult(BaseModel):
@@ -83,20 +115,26 @@ class ObjectiveResult(BaseModel):
     ci_high: float | None = None
     confidence: float | None = None
 
-    def _format(self, value: float) -> str:
-        if self.objective.metric is Metric.ERROR_RATE:
-            return f"{value:.2%}"
-        return format_seconds(value)
+    @property
+    def ratio(self) -> float | None:
+        """The observed figure against the threshold (:meth:`Objective.ratio`)."""
+        return self.objective.ratio(self.observed)
+
+    @property
+    def margin(self) -> float | None:
+        """``1 - ratio``: the share of the threshold left (0.2 = 20% headroom, -0.1 = 10% over)."""
+        ratio = self.ratio
+        return None if ratio is None else 1.0 - ratio
 
     def observed_text(self) -> str:
-        """``observed`` for people: a percentage for the error rate, a duration otherwise."""
-        return "-" if self.observed is None else self._format(self.observed)
+        """``observed`` for people: a percentage for shares, a duration otherwise."""
+        return "-" if self.observed is None else self.objective.format(self.observed)
 
     def interval_text(self) -> str:
         """``"95% CI 430.0 ms-530.0 ms, holds in 62% of resamples"``, or ``""``."""
         parts = []
         if self.ci_low is not None and self.ci_high is not None:
-            parts.append(f"95% CI {self._format(self.ci_low)}-{self._format(self.ci_high)}")
+            parts.append(f"95% CI {self.objective.format(self.ci_low)}-{self.objective.format(self.ci_high)}")
         if self.confidence is not None:
             parts.append(f"holds in {self.confidence:.0%} of resamples")
         return ", ".join(parts)
@@ -127,7 +165,7 @@ def _parse_one(key: str, value: str) -> Objective:
         if key == Metric.ERROR_RATE.value:
             return Objective(metric=Metric.ERROR_RATE, threshold=parse_fraction(value))
         metric_name, _, stat_name = key.rpartition("_")
-        valid_metrics = [m.value for m in Metric if m is not Metric.ERROR_RATE]
+        valid_metrics = [m.value for m in Metric if m not in SHARES]
         if metric_name not in valid_metrics or stat_name not in [s.value for s in Stat]:
             raise SLOError(
                 f"unknown SLO {key!r}; use <metric>_<stat> with metric in {valid_metrics} "
@@ -169,17 +207,33 @@ def evaluate(
             if error_rate is not None and measured:
                 resampled = bootstrap_proportion(round(error_rate * measured), measured)
         else:
-            assert objective.stat is not None
+            assert objective.stat is not None, "a goodput share is judged from counts (judge_share)"
             observed = latencies[objective.metric].stat(objective.stat.value)
             if samples is not None and observed is not None:
                 resampled = bootstrap(samples[objective.metric], objective.stat.value)
-        passed = observed is not None and observed <= objective.threshold
-        extra = {}
-        if resampled is not None:
-            low, high = interval(resampled)
-            extra = {"ci_low": low, "ci_high": high, "confidence": float(np.mean(resampled <= objective.threshold))}
-        results.append(ObjectiveResult(objective=objective, observed=observed, passed=passed, **extra))
+        results.append(_verdict(objective, observed, resampled))
     return tuple(results)
+
+
+@functools.lru_cache(maxsize=4096)  # seeded, so deterministic; a sweep judges the same counts again and again
+def judge_share(objective: Objective, count: int, measured: int) -> ObjectiveResult:
+    """The verdict on a share objective (error rate, goodput share) when ``count`` of
+    ``measured`` requests are counted, with the proportion bootstrap's interval and
+    confidence (unmeasured, so failing, without a measured request)."""
+    if objective.metric not in SHARES:
+        raise ValueError(f"{objective.key} is not a share of requests")
+    if measured <= 0:
+        return _verdict(objective, None, None)
+    return _verdict(objective, count / measured, bootstrap_proportion(count, measured))
+
+
+def _verdict(objective: Objective, observed: float | None, resampled: np.ndarray | None) -> ObjectiveResult:
+    extra = {}
+    if resampled is not None:
+        low, high = interval(resampled)
+        holds = resampled >= objective.threshold if objective.lower_bound else resampled <= objective.threshold
+        extra = {"ci_low": low, "ci_high": high, "confidence": float(np.mean(holds))}
+    return ObjectiveResult(objective=objective, observed=observed, passed=objective.holds(observed), **extra)
 
 
 def verdict_confidence(results: Sequence[ObjectiveResult]) -> float | None:
@@ -216,7 +270,7 @@ def request_meets(
     """
     for objective in objectives:
         metric = objective.metric
-        if metric is Metric.ERROR_RATE:
+        if metric in SHARES:
             continue
         if metric is Metric.ITL:
             if not itl:

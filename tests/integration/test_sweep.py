@@ -1,6 +1,6 @@
 """A short real sweep: two configurations of the default model (1 and 2 replicas),
-deployed through serving's app builder, load-tested by `loadtest run` in its own
-process, then resumed without re-running anything."""
+deployed through serving's app builder, load-tested through the load tester's typed
+API (its generator in child processes), then resumed without re-running anything."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import json
 import pytest
 import yaml
 
-from sweep.prices import load_price_table
 from sweep.loop import run_sweep
 from sweep.measurer import ServeoutMeasurer
-from sweep.spec_file import load_sweep_spec
 from sweep.results_folder import ResultsFolder
+from sweep.spec_file import load_price_table, load_sweep_spec
+
 from tests.paths import REPO
 
 pytestmark = pytest.mark.integration

@@ -12,26 +12,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from sweep import (
+from serving.config.model_spec import AcceleratorKind
+from sweep.economics import Price, PriceTable
+from sweep.results import LoadPoint, MeasuredResult, RunRecord, RunStatus, Trial
+from sweep.sampling import measure_rates
+from sweep.spec import (
     BudgetSpec,
-    LoadPoint,
     LoadProfileSpec,
-    MeasuredResult,
-    Price,
-    PriceTable,
-    RunRecord,
-    RunStatus,
+    ReplicaRange,
     SearchSettings,
     SloSpec,
     SpaceSpec,
     SweepSpec,
     TrafficSpec,
-    Trial,
     WorkloadSpec,
-    measure_rates,
 )
-from sweep.spec import ReplicaRange
-from serving.config.model_spec import AcceleratorKind
 
 SLO = SloSpec(ttft_p95=1.0, tpot_p95=0.05, e2e_p95=10.0, min_goodput_share=0.9)
 

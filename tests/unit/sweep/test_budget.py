@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweep import BudgetSpec, Candidate, EngineKnobs, SearchSpace, check_feasibility, replicas_that_fit
 from serving.config.model_spec import AcceleratorKind
+from sweep.space import Candidate, EngineKnobs, SearchSpace, check_feasibility, replicas_that_fit
+from sweep.spec import BudgetSpec
 
 from tests.unit.sweep.sweep_fakes import PRICES, make_spec
 

@@ -6,16 +6,17 @@ from pathlib import Path
 import pytest
 
 from loadtest.analysis.metrics import build_stage
-from loadtest.profiles import OpenLoad, StagePlan
 from loadtest.analysis.records import RequestRecord, TokenSource
 from loadtest.analysis.summary import GeneratorReport
-from sweep import Objective, evaluate_point
-from sweep.candidate import Candidate, EngineKnobs
-from sweep.measurer import load_point, stack_config_for
+from loadtest.profiles import OpenLoad, StagePlan
 from serving.config.model_spec import AcceleratorKind, ModelCatalog
+from sweep.measurer import load_point, stack_config_for
+from sweep.space import Candidate, EngineKnobs
+from sweep.verdicts import evaluate_point
+
+from tests.paths import MODELS
 from tests.unit.sweep.sweep_fakes import make_spec
 
-from tests.paths import MODELS  # noqa: E402
 CATALOG = ModelCatalog(MODELS)
 
 
@@ -60,15 +61,15 @@ def test_a_load_test_stage_becomes_a_point_with_its_validity_evidence_and_rates(
 
     def stage(generator: GeneratorReport):
         return build_stage(records, plan=plan, window=(0.0, 20.0), timed=True,
-                           objectives=spec.slo.loadtest_objectives(), started_unix=1_700_000_000.0, offset_s=0.0,
+                           objectives=spec.slo.per_request_objectives(), started_unix=1_700_000_000.0, offset_s=0.0,
                            generator=generator, duration_s=20.0)
 
     point = load_point(stage(GeneratorReport()), 2.0)
     assert point.valid and point.offered_rps == 2.0 and point.requests_good == point.requests_ok == 40
     assert point.arrival_rps == pytest.approx(2.0, rel=0.05) and point.completed_rps is not None
     assert point.tpot_p95_s == pytest.approx(0.02)
-    assert set(point.evidence) == {Objective.TTFT_P95, Objective.TPOT_P95, Objective.E2E_P95}
-    assert point.evidence[Objective.TPOT_P95].confidence == 1.0  # 20 ms against 50 ms: every resample
+    assert set(point.evidence) == {"ttft_p95", "tpot_p95", "e2e_p95"}
+    assert point.evidence["tpot_p95"].confidence == 1.0  # 20 ms against 50 ms: every resample
     saturated = load_point(stage(GeneratorReport(saturated=True)), 2.0)
     assert not saturated.valid and any("CPU-saturated" in r for r in saturated.invalid_reasons)
     assert not evaluate_point(saturated, spec.slo).passed

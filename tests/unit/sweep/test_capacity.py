@@ -1,4 +1,4 @@
-"""The capacity model and plan: measured capacities, failures as ceilings, headroom."""
+"""The capacity model and capacity plan: measured capacities, failures as ceilings, headroom."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweep import Candidate, SearchSpace, Shape, ShapeCapacity, Trial, build_rows, fit_capacity, plan
-from sweep.capacity import EfficiencyPoint, MeasuredCount, fit_contention
 from serving.config.model_spec import AcceleratorKind
+from sweep.capacity import EfficiencyPoint, MeasuredCount, ShapeCapacity, capacity_plan, fit_capacity, fit_contention
+from sweep.results import Trial
+from sweep.rows import build_rows
+from sweep.space import Candidate, SearchSpace, Shape
 
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
@@ -34,22 +36,22 @@ def test_fit_contention_by_hand():
 
 def test_plan_by_hand_perfect_scaling():
     m = model(c1=2.0)
-    row = plan([m], 5.0, headroom=0.0)[0]
+    row = capacity_plan([m], 5.0, headroom=0.0)[0]
     # 5 req/s at 2 req/s per replica -> 3 replicas carrying 6; add the 4th above 6 req/s
     assert row.feasible and row.replicas == 3 and row.accelerators == 3
     assert row.cost_per_hour == 12.0 and row.next_replica_at_rps == 6.0 and row.next_accelerators == 4
     assert row.cost_per_million_output_tokens == pytest.approx(12.0 / (5 * 100 * 3600) * 1e6)
     assert "assumed" in row.reason
-    assert plan([m], 2.0)[0].reason == "measured"
+    assert capacity_plan([m], 2.0)[0].reason == "measured"
 
 
 def test_headroom_keeps_a_share_of_capacity_spare():
     m = model(c1=2.0)
     # 5 req/s with 20% spare needs 6.25 of capacity -> 4 replicas (8); add the 5th above 8 x 0.8 = 6.4
-    row = plan([m], 5.0, headroom=0.2)[0]
+    row = capacity_plan([m], 5.0, headroom=0.2)[0]
     assert row.replicas == 4 and row.next_replica_at_rps == pytest.approx(6.4) and row.headroom == 0.2
     with pytest.raises(ValueError):
-        plan([m], 5.0, headroom=1.0)
+        capacity_plan([m], 5.0, headroom=1.0)
 
 
 def test_plan_never_recommends_a_count_measured_failing_at_that_traffic():
@@ -58,8 +60,8 @@ def test_plan_never_recommends_a_count_measured_failing_at_that_traffic():
     m = model(c1=2.0, measured=(MeasuredCount(replicas=3, fails_at_rps=5.0),))
     assert m.capacity_rps(3) == 5.0 and not m.carries(3, 5.0)
     assert m.capacity_rps(2) == 4.0  # the model, below the failure
-    assert plan([m], 5.0, headroom=0.0)[0].replicas == 4
-    assert plan([m], 4.9, headroom=0.0)[0].replicas == 3
+    assert capacity_plan([m], 5.0, headroom=0.0)[0].replicas == 4
+    assert capacity_plan([m], 4.9, headroom=0.0)[0].replicas == 3
     # fewer replicas fail where more did: 2 replicas cannot be credited above 5 either
     lower = model(c1=3.0, measured=(MeasuredCount(replicas=3, fails_at_rps=5.0),))
     assert lower.capacity_rps(2) == 5.0 and not lower.carries(2, 5.0)
@@ -70,7 +72,7 @@ def test_measured_super_linear_scaling_is_kept_not_clamped():
     asked for 3 replicas at 4.5 req/s although 2 replicas had met the SLO at 5."""
     m = model(c1=2.0, measured=(MeasuredCount(replicas=2, passes_at_rps=5.0),), assumed=False)
     assert m.capacity_rps(2) == 5.0 and m.efficiency(2) == pytest.approx(1.25)
-    assert plan([m], 4.5, headroom=0.0)[0].replicas == 2
+    assert capacity_plan([m], 4.5, headroom=0.0)[0].replicas == 2
     # beyond the largest measured count the gain is held (a = 0), not grown: 5 / 2 per replica
     assert m.capacity_rps(4) == pytest.approx(10.0)
     assert m.basis(4).startswith("extrapolated beyond 2")
@@ -89,9 +91,9 @@ def test_interpolation_between_measured_counts_and_floors():
 
 
 def test_beyond_the_budget_is_infeasible_with_a_reason():
-    row = plan([model(c1=2.0, max_replicas=3)], 7.0, headroom=0.0)[0]
+    row = capacity_plan([model(c1=2.0, max_replicas=3)], 7.0, headroom=0.0)[0]
     assert not row.feasible and row.replicas is None and "carry only 6" in row.reason
-    full = plan([model(c1=2.0, max_replicas=3)], 5.5, headroom=0.0)[0]
+    full = capacity_plan([model(c1=2.0, max_replicas=3)], 5.5, headroom=0.0)[0]
     assert full.replicas == 3 and full.next_accelerators is None  # the budget is full
 
 
@@ -102,15 +104,15 @@ def test_plan_orders_cheapest_feasible_first():
         measured=(MeasuredCount(replicas=1, passes_at_rps=5.0),), contention=0.0, output_tokens_per_request=100,
     )
     # 6 req/s: TP1 needs 3 replicas (12 $/h), TP2 needs 2 (16 $/h)
-    rows = plan([dear, cheap], 6.0)
+    rows = capacity_plan([dear, cheap], 6.0)
     assert [(r.shape_id, r.cost_per_hour) for r in rows] == [("tp1-seqsdef-mbtdef", 12.0), ("tp2-seqsdef-mbtdef", 16.0)]
     # 4 req/s: both 8 $/h on 2 accelerators -> the models' order decides
-    assert [r.shape_id for r in plan([dear, cheap], 4.0)] == ["tp2-seqsdef-mbtdef", "tp1-seqsdef-mbtdef"]
+    assert [r.shape_id for r in capacity_plan([dear, cheap], 4.0)] == ["tp2-seqsdef-mbtdef", "tp1-seqsdef-mbtdef"]
     # 30 req/s: TP1 tops out at 16 -> infeasible rows last
-    assert [r.feasible for r in plan([cheap, dear], 30.0)] == [False, False]
-    assert [r.feasible for r in plan([cheap, dear], 18.0)] == [True, False]
+    assert [r.feasible for r in capacity_plan([cheap, dear], 30.0)] == [False, False]
+    assert [r.feasible for r in capacity_plan([cheap, dear], 18.0)] == [True, False]
     with pytest.raises(ValueError):
-        plan([cheap], 0.0)
+        capacity_plan([cheap], 0.0)
 
 
 def test_fit_capacity_from_measured_runs():

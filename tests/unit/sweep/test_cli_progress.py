@@ -8,8 +8,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
-from sweep import ResultsFolder, run_sweep
-from sweep.cli import LiveProgress, answer_table
+from sweep.cli import LiveProgress, answer_table, main
+from sweep.loop import run_sweep
+from sweep.results_folder import ResultsFolder
 
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, fixed_clock, make_spec
 
@@ -33,8 +34,6 @@ def test_progress_follows_every_trial_and_the_table_lists_every_run(tmp_path: Pa
 
 
 def test_plan_command_reads_a_results_folder(tmp_path: Path, capsys):
-    from sweep.cli import main
-
     measurer = FakeClusterMeasurer(slo=SPEC.slo, per_replica_rps={1: 0.7, 2: 1.6}, contention=0.01)
     report = run_sweep(SPEC, PRICES, measurer, ResultsFolder(tmp_path), clock=fixed_clock, plots=False)
     assert report.capacity

@@ -8,21 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweep import (
-    Candidate,
-    LoadPoint,
-    Objective,
-    SearchSpace,
-    SloSpec,
-    Trial,
-    build_rows,
-    cost_per_hour,
-    cost_per_million_tokens,
-    evaluate_point,
-    scaling_efficiency,
-)
-from sweep.verdicts import Outcome, covers, outcome_at
 from serving.config.model_spec import AcceleratorKind
+from sweep.economics import cost_per_hour, cost_per_million_tokens, scaling_efficiency
+from sweep.results import LoadPoint, Trial
+from sweep.rows import build_rows
+from sweep.space import Candidate, SearchSpace
+from sweep.spec import SloSpec
+from sweep.verdicts import Outcome, covers, evaluate_point, outcome_at
 
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
@@ -64,13 +56,13 @@ def test_ratios_and_margins_of_each_objective():
         goodput_rps=1.58,
     )
     verdict = evaluate_point(point, slo)
-    by = {v.objective: v for v in verdict.verdicts}
-    assert by[Objective.TTFT_P95].ratio == pytest.approx(0.8) and by[Objective.TTFT_P95].margin == pytest.approx(0.2)
-    assert by[Objective.TPOT_P95].ratio == pytest.approx(1.1) and not by[Objective.TPOT_P95].passed
-    assert by[Objective.E2E_P95].passed and by[Objective.E2E_P95].margin == pytest.approx(0.0)  # at the limit
-    assert by[Objective.GOODPUT_SHARE].observed == pytest.approx(0.95)
-    assert by[Objective.GOODPUT_SHARE].ratio == pytest.approx(0.9 / 0.95)
-    assert not verdict.passed and verdict.failed == (Objective.TPOT_P95,)
+    by = {v.objective.key: v for v in verdict.verdicts}
+    assert by["ttft_p95"].ratio == pytest.approx(0.8) and by["ttft_p95"].margin == pytest.approx(0.2)
+    assert by["tpot_p95"].ratio == pytest.approx(1.1) and not by["tpot_p95"].passed
+    assert by["e2e_p95"].passed and by["e2e_p95"].margin == pytest.approx(0.0)  # at the limit
+    assert by["goodput_share"].observed == pytest.approx(0.95)
+    assert by["goodput_share"].ratio == pytest.approx(0.9 / 0.95)
+    assert not verdict.passed and verdict.failed == ("tpot_p95",)
     assert verdict.worst_ratio == pytest.approx(1.1)
 
 
@@ -85,7 +77,7 @@ def test_unmeasurable_objective_fails_and_is_infinitely_far():
 
 def test_unset_objectives_are_not_judged():
     verdict = evaluate_point(passing_point(1.0), SloSpec(e2e_p95=5.0))
-    assert [v.objective for v in verdict.verdicts] == [Objective.E2E_P95]
+    assert [v.objective.key for v in verdict.verdicts] == ["e2e_p95"]
 
 
 def test_rates_above_a_failure_count_as_failing():

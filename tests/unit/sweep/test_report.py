@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep import (
-    CapacitySearch,
-    MeasuredResult,
-    ReportStatus,
-    RunRecord,
-    SearchSpace,
-    Trial,
-    build_report,
-    render_markdown,
-)
-from sweep.report_plots import write_plots
 from serving.config.model_spec import AcceleratorKind
+from sweep.report import ReportStatus, build_report
+from sweep.report_markdown import render_markdown
+from sweep.report_plots import write_plots
+from sweep.results import MeasuredResult, RunRecord, Trial
+from sweep.search import CapacitySearch
+from sweep.space import SearchSpace
 
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, fixed_clock, make_spec
 

@@ -10,21 +10,14 @@ from typing import ClassVar
 import pytest
 
 from loadtest.registry import Registry
-from sweep import (
-    AnswerKind,
-    MeasuredResult,
-    ReportStatus,
-    ResultsFolder,
-    ResultsFolderError,
-    RunStatus,
-    SweepAborted,
-    SweepError,
-    Trial,
-    measurement_fingerprint,
-    run_sweep,
-)
-from sweep.results_folder import atomic_write_text
 from serving.config.model_spec import AcceleratorKind
+from sweep.errors import ResultsFolderError, SweepAborted, SweepError
+from sweep.loop import run_sweep
+from sweep.report import ReportStatus
+from sweep.results import MeasuredResult, RunStatus, Trial
+from sweep.results_folder import ResultsFolder, atomic_write_text
+from sweep.selection import AnswerKind
+from sweep.spec import measurement_fingerprint
 
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, InterruptingMeasurer, fixed_clock, make_spec
 
@@ -198,11 +191,11 @@ def test_report_round_trip_and_schema_checks(tmp_path: Path):
     folder = ResultsFolder(tmp_path)
     assert folder.read_report() == report
     raw = json.loads(folder.report_path.read_text())
-    assert raw["kind"] == "serveout.sweep" and raw["schema_version"] == 2
+    assert raw["kind"] == "serveout.sweep" and raw["schema_version"] == 3
     assert raw["answer"]["best"] == "tp4-r3-seqsdef-mbtdef"
-    raw["schema_version"] = 1
+    raw["schema_version"] = 2
     folder.report_path.write_text(json.dumps(raw))
-    with pytest.raises(ResultsFolderError, match="schema version 1"):
+    with pytest.raises(ResultsFolderError, match="schema version 2.*rebuilds it from the stored runs"):
         folder.read_report()
     folder.report_path.write_text("{}")
     with pytest.raises(ResultsFolderError, match="not a serveout sweep report"):

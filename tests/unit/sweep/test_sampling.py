@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from sweep import Candidate, Evidence, LoadPoint, Objective, SearchSettings, Trial, combine, evaluate_point
-from sweep.sampling import measure_rates, sample_seed
+from sweep.results import Evidence, LoadPoint, Trial
+from sweep.sampling import combine, measure_rates, sample_seed
+from sweep.space import Candidate
+from sweep.spec import SearchSettings
+from sweep.verdicts import evaluate_point
 
 from tests.unit.sweep.sweep_fakes import failing_point, make_spec, passing_point
 
@@ -85,9 +88,9 @@ def test_a_probe_bisects_below_its_first_failure():
 
 
 def test_combine_pools_counts_and_takes_medians():
-    a = tpot_point(1.0, 0.03, seeds=(1,), requests_good=50, evidence={Objective.TPOT_P95: Evidence(
+    a = tpot_point(1.0, 0.03, seeds=(1,), requests_good=50, evidence={"tpot_p95": Evidence(
         ci_low=0.02, ci_high=0.04, confidence=0.9)})
-    b = tpot_point(1.0, 0.05, seeds=(2,), requests_good=60, e2e_p95_s=None, evidence={Objective.TPOT_P95: Evidence(
+    b = tpot_point(1.0, 0.05, seeds=(2,), requests_good=60, e2e_p95_s=None, evidence={"tpot_p95": Evidence(
         ci_low=0.03, ci_high=0.07, confidence=0.5)})
     c = tpot_point(1.0, 0.04, seeds=(3,), requests_good=40)
     both = combine([a, b, c])
@@ -95,7 +98,7 @@ def test_combine_pools_counts_and_takes_medians():
     assert both.goodput_share == pytest.approx(150 / 180)
     assert both.tpot_p95_s == pytest.approx(0.04)
     assert both.e2e_p95_s == 2.0  # a missing p95 counts as the worst: the median of 2, 2, none
-    tpot = both.evidence[Objective.TPOT_P95]  # the mean confidence, the envelope of the CIs
+    tpot = both.evidence["tpot_p95"]  # the mean confidence, the envelope of the CIs
     assert (tpot.ci_low, tpot.ci_high, tpot.confidence) == (0.02, 0.07, pytest.approx(0.7))
     assert combine([a]) is a
     with pytest.raises(ValueError):

@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweep import Candidate, ScalingKind, SearchSpace, Trial, build_rows, scaling_rows
 from serving.config.model_spec import AcceleratorKind
+from sweep.results import Trial
+from sweep.rows import ScalingKind, build_rows, scaling_rows
+from sweep.space import Candidate, SearchSpace
 
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 

@@ -7,23 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadtest.errors import ConfigError, UnknownNameError
-from sweep import (
-    Candidate,
-    CapacitySearch,
-    GridStrategy,
-    RunRecord,
-    RunStatus,
-    SearchSpace,
-    Trial,
-    TrialPurpose,
-    UnknownStrategyError,
-    create_strategy,
-    measure_safely,
-)
-from sweep.capacity_search import ladder, probe_rates, shape_state
-from sweep.rows import build_rows
-from sweep.selection import choose
 from serving.config.model_spec import AcceleratorKind
+from sweep.errors import UnknownStrategyError
+from sweep.loop import measure_safely
+from sweep.results import RunRecord, RunStatus, Trial, TrialPurpose
+from sweep.rows import build_rows
+from sweep.search import CapacitySearch, GridStrategy, create_strategy, ladder, probe_rates, shape_state
+from sweep.selection import choose
+from sweep.space import Candidate, SearchSpace
 
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, failing_point, make_spec, passing_point, record
 

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweep import (
-    AnswerKind,
-    Candidate,
-    EngineKnobs,
-    Objective,
-    RunStatus,
-    SearchSpace,
-    Trial,
-    build_rows,
-    choose,
-    pareto_front,
-)
+from loadtest.analysis.slo import Metric
 from serving.config.model_spec import AcceleratorKind
+from sweep.results import RunStatus, Trial
+from sweep.rows import build_rows
+from sweep.selection import AnswerKind, choose, pareto_front
+from sweep.space import Candidate, EngineKnobs, SearchSpace
 
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
@@ -42,7 +36,7 @@ def test_cheapest_passing_wins_with_margin_and_runner_up():
     answer = choose(rows)
     assert answer.kind is AnswerKind.PASSING
     assert answer.best == "tp1-r2-seqsdef-mbtdef" and answer.runner_up == "tp1-r4-seqsdef-mbtdef"
-    e2e = next(v for v in answer.verdicts if v.objective is Objective.E2E_P95)
+    e2e = next(v for v in answer.verdicts if v.objective.metric is Metric.E2E)
     assert e2e.margin == 0.5  # 5 s against 10 s
     assert answer.failed == ()
 
@@ -66,7 +60,7 @@ def test_none_passes_names_the_closest_and_its_failed_objective():
     answer = choose(rows)
     assert answer.kind is AnswerKind.CLOSEST
     assert answer.best == "tp1-r1-seqsdef-mbtdef" and answer.runner_up == "tp1-r4-seqsdef-mbtdef"
-    assert answer.failed == (Objective.TPOT_P95,)
+    assert answer.failed == ("tpot_p95",)
     assert "tpot_p95 0.06 s > 0.05 s, 20.0% over" in answer.explanation
 
 
@@ -97,6 +91,9 @@ def test_pareto_front_by_hand():
         ],
     )
     assert pareto_front(rows) == ("tp1-r1-seqsdef-mbtdef", "tp1-r2-seqsdef-mbtdef")
+    assert pareto_front(rows, Metric.TTFT) == ("tp1-r1-seqsdef-mbtdef",)  # every TTFT p95 is 0.2 s
+    with pytest.raises(ValueError):
+        pareto_front(rows, Metric.GOODPUT_SHARE)
 
 
 @given(st.lists(st.tuples(st.floats(0.01, 100), st.floats(0.01, 100)), min_size=1, max_size=25))

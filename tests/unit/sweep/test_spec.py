@@ -5,26 +5,31 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
+from loadtest.analysis.slo import Metric, Objective, parse_slos
 from loadtest.errors import ConfigError
-from sweep import (
-    ReportStatus,
-    ResultsFolder,
-    SearchSpace,
-    SpecError,
-    SweepSpec,
-    apply_overrides,
-    load_price_table,
-    load_sweep_spec,
-    measurement_fingerprint,
-    run_sweep,
-)
 from serving.config.model_spec import AcceleratorKind
+from sweep.errors import SpecError
+from sweep.loop import run_sweep
+from sweep.measurer import loadtest_config
+from sweep.report import ReportStatus
+from sweep.results_folder import ResultsFolder
+from sweep.space import SearchSpace
+from sweep.spec import SloSpec, SweepSpec, measurement_fingerprint
+from sweep.spec_file import load_price_table, load_sweep_spec
 
+from tests.paths import SWEEPS
 from tests.unit.sweep.sweep_fakes import FakeClusterMeasurer, fixed_clock, make_spec
 
-from tests.paths import SWEEPS  # noqa: E402
 SPEC_FILES = sorted(p for p in SWEEPS.glob("*.yaml") if not p.name.startswith("prices"))
+
+
+def with_overrides(spec: SweepSpec, overrides: list[str], folder: Path) -> SweepSpec:
+    """``spec`` with ``--set`` overrides, through the one path they take: a spec file."""
+    path = folder / f"spec-{len(list(folder.glob('spec-*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(spec.model_dump(mode="json")))
+    return load_sweep_spec(path, overrides)
 
 
 def test_sweeps_folder_has_the_example_specs():
@@ -82,17 +87,16 @@ def test_h200_example_is_a_24_gpu_space_documented_untested():
     assert space.grid_size == (12 + 6 + 3) * 2
 
 
-def test_durations_and_overrides(tmp_path: Path):
-    spec = load_sweep_spec(
-        SWEEPS / "cpu-smollm2.yaml",
-        ["traffic.profile.rate_rps=4", "slo.ttft_p95=500ms", "space.tensor_parallel=[1]", "space.replicas.max=null"],
-    )
+def test_durations_and_overrides():
+    overrides = ["traffic.profile.rate_rps=4", "slo.ttft_p95=500ms", "space.tensor_parallel=[1]",
+                 "space.replicas.max=null"]
+    spec = load_sweep_spec(SWEEPS / "cpu-smollm2.yaml", overrides)
     assert spec.target_rps == 4.0
     assert spec.slo.ttft_p95 == pytest.approx(0.5)
     assert spec.traffic.duration_s == 60.0  # "60s" in the file
     assert spec.space.tensor_parallel == (1,)
     assert spec.space.replicas.max is None
-    again = apply_overrides(spec, ["search.strategy=grid"])
+    again = load_sweep_spec(SWEEPS / "cpu-smollm2.yaml", [*overrides, "search.strategy=grid"])
     assert again.search.strategy == "grid" and again.traffic == spec.traffic
 
 
@@ -106,6 +110,11 @@ def test_durations_and_overrides(tmp_path: Path):
         ("no-equals-sign", "key.path=value"),
         ("model.name=x", "model is a value"),
         ("space.replicas.min=3", "replicas"),  # min > max 2
+        ("traffic.warmup_s=-1s", "warmup_s"),
+        # the traffic must be the load tester's: checked when the spec loads, not at each load test
+        ("traffic.profile.name=nope", "unknown profile 'nope'; valid:"),
+        ("traffic.profile.name=constant", "burstiness"),  # an open-loop profile without burstiness
+        ("traffic.workload.name=nope", "unknown workload 'nope'"),
     ],
 )
 def test_bad_overrides_name_the_key(override: str, fragment: str):
@@ -115,18 +124,23 @@ def test_bad_overrides_name_the_key(override: str, fragment: str):
     assert isinstance(info.value, ConfigError)
 
 
-def test_slo_needs_an_objective_and_positive_limits():
+def test_slo_needs_an_objective_and_positive_limits(tmp_path: Path):
     with pytest.raises(SpecError, match="at least one objective"):
-        apply_overrides(
-            make_spec(), ["slo.ttft_p95=null", "slo.tpot_p95=null", "slo.e2e_p95=null", "slo.min_goodput_share=null"]
+        with_overrides(
+            make_spec(),
+            ["slo.ttft_p95=null", "slo.tpot_p95=null", "slo.e2e_p95=null", "slo.min_goodput_share=null"],
+            tmp_path,
         )
-    with pytest.raises(SpecError):
-        apply_overrides(make_spec(), ["slo.e2e_p95=0"])
+    with pytest.raises(SpecError, match="e2e_p95"):
+        with_overrides(make_spec(), ["slo.e2e_p95=0"], tmp_path)
 
 
-def test_slo_as_load_tester_string():
-    spec = make_spec()
-    assert spec.slo.as_loadtest_slo() == "ttft_p95=1000ms,tpot_p95=50ms,e2e_p95=10000ms"
+def test_the_slo_is_the_load_testers_objective_model():
+    """Before: the sweep had its own Objective enum beside the load tester's Objective."""
+    slo = make_spec().slo
+    assert slo.per_request_objectives() == parse_slos("ttft_p95=1s,tpot_p95=50ms,e2e_p95=10s")
+    assert slo.objectives == (*slo.per_request_objectives(), Objective(metric=Metric.GOODPUT_SHARE, threshold=0.9))
+    assert SloSpec(e2e_p95="2s").objectives == parse_slos("e2e_p95=2s")
 
 
 def test_missing_or_broken_files_are_spec_errors(tmp_path: Path):
@@ -150,17 +164,17 @@ def test_unpriced_accelerator_is_an_error_listing_priced_ones(tmp_path: Path):
         table.hourly(AcceleratorKind.H200)
 
 
-def test_fingerprint_tracks_what_a_measurement_depends_on():
+def test_fingerprint_tracks_what_a_measurement_depends_on(tmp_path: Path):
     base = make_spec()
     same = measurement_fingerprint(base)
     assert same == measurement_fingerprint(SweepSpec.model_validate(base.model_dump()))
     # what only selects candidates does not change it
     for override in ["space.tensor_parallel=[1,2]", "budget.nodes=1", "search.strategy=grid", "prices=other.yaml"]:
-        assert measurement_fingerprint(apply_overrides(base, [override])) == same
+        assert measurement_fingerprint(with_overrides(base, [override], tmp_path)) == same
     # what changes a measurement does
     for override in ["traffic.profile.rate_rps=11", "slo.e2e_p95=9", "model=other", "budget.accelerator=b300",
                      "traffic.workload.output_tokens=7", "budget.accelerators_per_rank=2"]:
-        assert measurement_fingerprint(apply_overrides(base, [override])) != same
+        assert measurement_fingerprint(with_overrides(base, [override], tmp_path)) != same
 
 
 @pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: p.name)
@@ -180,31 +194,38 @@ def test_h200_spec_needs_more_than_the_default_client_cap():
     """Before: the cap was the load tester's 256, not settable from a spec, while
     Little's law gives ~275 requests in flight at 20 req/s x 13.75 s (TTFT 1 s + 255
     tokens x 50 ms): points near the SLO hit the cap."""
-    spec = load_sweep_spec(SWEEPS / "h200-llama-70b.yaml")
+    h200 = SWEEPS / "h200-llama-70b.yaml"
+    spec = load_sweep_spec(h200)
     assert spec.request_time_s() == pytest.approx(13.75)
-    at_target = apply_overrides(spec, ["search.extra_rate_factors=[]"])
+    at_target = load_sweep_spec(h200, ["search.extra_rate_factors=[]"])
     assert at_target.in_flight_needed() == 275
     assert spec.in_flight_needed() == 344  # the 1.25 extra factor: 25 req/s
     assert spec.max_concurrency() == 1024
     with pytest.raises(SpecError, match="max_concurrency 256 is below the ~344 requests in flight"):
-        apply_overrides(spec, ["traffic.profile.max_concurrency=256"])
+        load_sweep_spec(h200, ["traffic.profile.max_concurrency=256"])
     # unset: derived with room to spare (4 x Little's law), never below the load tester's 256
-    derived = apply_overrides(spec, ["traffic.profile.max_concurrency=null"])
-    assert derived.max_concurrency() == 4 * 344
+    derived = ["traffic.profile.max_concurrency=null"]
+    assert load_sweep_spec(h200, derived).max_concurrency() == 4 * 344
     assert load_sweep_spec(SWEEPS / "cpu-smollm2.yaml").max_concurrency() == 256
-    busy = apply_overrides(derived, ["traffic.profile.rate_rps=80"])  # ~1375 in flight
+    busy = load_sweep_spec(h200, [*derived, "traffic.profile.rate_rps=80"])  # ~1375 in flight
     assert busy.max_concurrency() == 4096  # the load tester's maximum
     with pytest.raises(SpecError, match="the load tester's cap of 4096 is below the ~6875"):
-        apply_overrides(derived, ["traffic.profile.rate_rps=400"])
+        load_sweep_spec(h200, [*derived, "traffic.profile.rate_rps=400"])
 
 
-def test_the_cap_reaches_the_load_tester_and_the_fingerprint():
-    from sweep.measurer import loadtest_command
-
+def test_a_load_point_is_the_load_testers_typed_config():
+    """Before: the spec went back into --profile/--workload/--slo strings for a child
+    `loadtest run`, whose summary.json was read back."""
     spec = load_sweep_spec(SWEEPS / "h200-llama-70b.yaml")
-    cmd = loadtest_command(spec, "http://127.0.0.1:8000", 20.0, 7, Path("/tmp/x"))
-    assert cmd[cmd.index("--profile") + 1] == "poisson:rate=20,burstiness=1,max_concurrency=1024"
-    assert cmd[cmd.index("--seed") + 1] == "7"
-    assert cmd[cmd.index("--slo") + 1] == "ttft_p95=1000ms,tpot_p95=50ms,e2e_p95=15000ms"
-    other = apply_overrides(spec, ["traffic.profile.max_concurrency=2048"])
+    config = loadtest_config(spec, "http://127.0.0.1:8000", 20.5, 7, tokenizer=Path("/m"))
+    profile = config.profile
+    assert (profile.kind, profile.rate, profile.burstiness, profile.max_concurrency) == ("poisson", 20.5, 1.0, 1024)
+    assert (config.workload.kind, config.workload.input_len, config.workload.output_len) == ("random", 1024, 256)
+    assert config.slos == parse_slos("ttft_p95=1000ms,tpot_p95=50ms,e2e_p95=15000ms")
+    assert config.seed == 7 and config.tokenizer == Path("/m")
+    assert config.warmup_s == spec.traffic.warmup_s
+    assert config.duration_s == spec.traffic.warmup_s + spec.traffic.duration_s
+    assert config.measured_window == (config.warmup_s, config.duration_s)
+    assert (config.target.url, config.target.model) == ("http://127.0.0.1:8000", spec.model)
+    other = load_sweep_spec(SWEEPS / "h200-llama-70b.yaml", ["traffic.profile.max_concurrency=2048"])
     assert measurement_fingerprint(other) != measurement_fingerprint(spec)

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sweep import (
-    Candidate,
-    Evidence,
-    Objective,
-    Outcome,
-    SearchSettings,
-    SearchSpace,
-    SloSpec,
-    Trial,
-    build_rows,
-    choose,
-    evaluate_point,
-)
-from sweep.verdicts import covers, fails_decisively, near_boundary, outcome_at, settled, share_confidence
 from serving.config.model_spec import AcceleratorKind
+from sweep.results import Evidence, Trial
+from sweep.rows import build_rows
+from sweep.selection import choose
+from sweep.space import Candidate, SearchSpace
+from sweep.spec import SearchSettings, SloSpec
+from sweep.verdicts import Outcome, covers, evaluate_point, fails_decisively, near_boundary, outcome_at, settled
 
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
@@ -52,27 +44,26 @@ def test_an_invalid_target_point_neither_passes_nor_names_a_closest():
 def test_confidence_of_each_verdict():
     slo = SloSpec(ttft_p95=1.0, e2e_p95=10.0, min_goodput_share=0.9)
     point = passing_point(2.0).model_copy(update={
-        "evidence": {Objective.TTFT_P95: Evidence(ci_low=0.15, ci_high=0.3, confidence=0.97),
-                     Objective.E2E_P95: Evidence(confidence=0.88)},
+        "evidence": {"ttft_p95": Evidence(ci_low=0.15, ci_high=0.3, confidence=0.97),
+                     "e2e_p95": Evidence(confidence=0.88)},
     })
     verdict = evaluate_point(point, slo)
-    by = {v.objective: v for v in verdict.verdicts}
-    assert by[Objective.TTFT_P95].confidence == 0.97 and by[Objective.E2E_P95].confidence == 0.88
-    assert by[Objective.GOODPUT_SHARE].confidence == 1.0  # every request good: every resample holds
+    by = {v.objective.key: v for v in verdict.verdicts}
+    assert by["ttft_p95"].confidence == 0.97 and by["e2e_p95"].confidence == 0.88
+    assert (by["ttft_p95"].ci_low, by["ttft_p95"].ci_high) == (0.15, 0.3)  # the load tester's evidence, whole
+    assert by["goodput_share"].confidence == 1.0  # every request good: every resample holds
     assert verdict.passed and verdict.confidence == 0.88  # a pass is as sure as its least sure objective
     unknown = point.model_copy(update={"evidence": {}})
     assert evaluate_point(unknown, slo).confidence is None  # not known for every objective
-    failing = point.model_copy(update={"e2e_p95_s": 12.0, "evidence": {Objective.E2E_P95: Evidence(confidence=0.3)}})
+    failing = point.model_copy(update={"e2e_p95_s": 12.0, "evidence": {"e2e_p95": Evidence(confidence=0.3)}})
     assert evaluate_point(failing, slo).confidence == pytest.approx(0.7)  # a failure: 1 - P(holds)
 
 
-def test_goodput_share_confidence_is_the_load_testers_proportion_bootstrap():
-    # 9 of 10 good against a 90% minimum: a resample holds when it has >= 9 good (P = 0.736)
-    assert share_confidence(9, 10, 0.9) == pytest.approx(0.9**10 + 10 * 0.9**9 * 0.1, abs=0.05)
-    assert share_confidence(10, 10, 0.9) == 1.0 and share_confidence(0, 10, 0.1) == 0.0
-    assert share_confidence(0, 0, 0.9) is None
-    # more requests at the same share sharpen the verdict
-    assert share_confidence(95, 100, 0.9) > share_confidence(19, 20, 0.9) > 0.5
+def test_the_goodput_share_is_judged_by_the_load_testers_proportion_bootstrap():
+    slo = SloSpec(min_goodput_share=0.9)
+    (share,) = evaluate_point(passing_point(1.0).model_copy(update={"requests_good": 54}), slo).verdicts  # 54/60
+    assert share.passed and share.observed == pytest.approx(0.9) and 0.2 < share.confidence < 0.8
+    assert share.ci_low < 0.9 < share.ci_high
 
 
 def test_near_the_boundary_on_each_objective_scale():

@@ -1,4 +1,4 @@
-"""SLO parsing, run verdicts and per-request goodput checks."""
+"""SLO parsing, run verdicts, per-request goodput checks and share objectives."""
 
 import numpy as np
 import pytest
@@ -12,6 +12,7 @@ from loadtest.analysis.slo import (
     Stat,
     check_applicable,
     evaluate,
+    judge_share,
     parse_slos,
     request_meets,
     verdict_confidence,
@@ -40,7 +41,8 @@ def test_parse_error_rate_and_other_stats():
 @pytest.mark.parametrize(
     "text",
     ["ttft=1s", "ttft_p42=1s", "latency_p95=1s", "ttft_p95", "ttft_p95=", "ttft_p95=abc",
-     "ttft_p95=1s,ttft_p95=2s", "ttft_p95=0ms", "error_rate=150%", "ttft_p95=-1s"],
+     "ttft_p95=1s,ttft_p95=2s", "ttft_p95=0ms", "error_rate=150%", "ttft_p95=-1s",
+     "goodput_share=90%"],  # a share judged from counts (the sweep's), not an --slo key
 )
 def test_parse_rejects(text):
     with pytest.raises(SLOError):
@@ -171,3 +173,49 @@ def test_verdict_confidence():
     unmeasured = evaluate(parse_slos("tpot_p95=1s"), {Metric.TPOT: Distribution()}, None)[0]
     assert verdict_confidence([unmeasured]) == 1.0  # nothing measured fails for sure
     assert verdict_confidence([]) is None
+
+
+GOODPUT = Objective(metric=Metric.GOODPUT_SHARE, threshold=0.9)
+
+
+def test_the_goodput_share_is_a_lower_bound_with_its_own_ratio():
+    assert GOODPUT.lower_bound and not parse_slos("e2e_p95=2s")[0].lower_bound
+    assert GOODPUT.holds(0.9) and GOODPUT.holds(1.0) and not GOODPUT.holds(0.89) and not GOODPUT.holds(None)
+    assert GOODPUT.ratio(0.95) == pytest.approx(0.9 / 0.95) and GOODPUT.ratio(0.0) is None
+    assert GOODPUT.describe() == "goodput_share >= 90.00%"
+    e2e = parse_slos("e2e_p95=2s")[0]
+    assert e2e.ratio(2.5) == pytest.approx(1.25) and e2e.describe() == "e2e_p95 <= 2.00 s"
+
+
+def test_a_verdict_carries_its_ratio_and_margin():
+    (result,) = evaluate(parse_slos("ttft_p95=500ms"), _figures([0.4], [], [], []), None)
+    assert result.ratio == pytest.approx(0.8) and result.margin == pytest.approx(0.2)
+    low = judge_share(GOODPUT, 45, 60)  # 75% against 90%
+    assert not low.passed and low.ratio == pytest.approx(1.2) and low.margin == pytest.approx(-0.2)
+    assert low.observed_text() == "75.00%"
+    assert judge_share(GOODPUT, 0, 60).ratio is None  # nobody good: infinitely far off
+
+
+def test_goodput_share_confidence_is_the_proportion_bootstrap():
+    # 9 of 10 good against a 90% minimum: a resample holds when it has >= 9 good (P = 0.736)
+    assert judge_share(GOODPUT, 9, 10).confidence == pytest.approx(0.9**10 + 10 * 0.9**9 * 0.1, abs=0.05)
+    assert judge_share(GOODPUT, 10, 10).confidence == 1.0
+    assert judge_share(GOODPUT.model_copy(update={"threshold": 0.1}), 0, 10).confidence == 0.0
+    unmeasured = judge_share(GOODPUT, 0, 0)
+    assert unmeasured.observed is None and not unmeasured.passed and unmeasured.confidence is None
+    # more requests at the same share sharpen the verdict
+    assert judge_share(GOODPUT, 95, 100).confidence > judge_share(GOODPUT, 19, 20).confidence > 0.5
+    with pytest.raises(ValueError):
+        judge_share(parse_slos("e2e_p95=1s")[0], 1, 2)
+
+
+def test_the_error_rate_is_judged_as_a_share_of_the_measured_requests():
+    errors = parse_slos("error_rate=5%")
+    (result,) = evaluate(errors, {}, 3 / 60, measured=60)
+    assert result == judge_share(errors[0], 3, 60)
+    assert result.passed and 0 < result.confidence < 1
+
+
+def test_a_share_objective_never_judges_a_single_request():
+    assert request_meets((GOODPUT, *parse_slos("error_rate=1%")), ttft=9.0, tpot=9.0, e2e=9.0, itl=[],
+                         output_tokens=None)

@@ -1,6 +1,18 @@
-"""The capacity search: measure one replica, predict the replicas needed, refine.
+"""Search strategies: a *profile* in guidellm's sense, registered by name (pure).
 
-A *shape* is one replica's configuration (TP size + engine settings). R is the
+A strategy decides the next trial from the results so far. It is a pure function
+of ``(space, history)`` (no hidden state), so a resumed sweep that replays its
+persisted records gets the same decisions and reuses them instead of re-measuring.
+
+``history`` holds the latest record of each candidate measured so far in this
+sweep (one per candidate id). A strategy must never propose a trial that a
+record in the history already covers (:func:`sweep.verdicts.covers`);
+the loop treats that as a bug and stops.
+
+``grid`` measures every feasible candidate at the target. ``capacity-search`` (the
+default) measures one replica, predicts the replicas needed, and refines.
+
+**The capacity search.** A *shape* is one replica's configuration (TP size + engine settings). R is the
 target rate. The search runs in phases, a pure function of the history:
 
 1. **Probe** every shape (cheapest first): deploy one replica and load it at the
@@ -42,14 +54,51 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
-from sweep.candidate import Shape
+from loadtest.errors import UnknownNameError
+from loadtest.registry import Registry
+from sweep.errors import UnknownStrategyError
 from sweep.results import RunRecord, RunStatus, Trial, TrialPurpose
-from sweep.space import SearchSpace
+from sweep.space import SearchSpace, Shape
 from sweep.verdicts import Outcome, capacity_point, covers, evaluate_point, fails_decisively, outcome_at
 
 _EPS = 1e-9
+
+
+class Strategy(Protocol):
+    """Proposes the next trial, or ``None`` when the search is finished."""
+
+    kind: ClassVar[str]
+
+    def next_trial(self, space: SearchSpace, history: Sequence[RunRecord]) -> Trial | None: ...
+
+    def notes(self, space: SearchSpace, history: Sequence[RunRecord]) -> tuple[str, ...]:
+        """Human-readable lines on the search state, for the report."""
+        ...
+
+
+class GridStrategy:
+    """Every feasible candidate once, in the space's order, at the target rates."""
+
+    kind: ClassVar[str] = "grid"
+
+    def next_trial(self, space: SearchSpace, history: Sequence[RunRecord]) -> Trial | None:
+        by_id = {r.candidate.id: r for r in history}
+        rates = space.target_rates()
+        for index, candidate in enumerate(space.grid(), start=1):
+            record = by_id.get(candidate.id)
+            if record is None or not covers(record, rates, space.slo):
+                return Trial(
+                    candidate=candidate,
+                    offered_rates=rates,
+                    purpose=TrialPurpose.TARGET,
+                    reason=f"grid {index}/{space.grid_size}",
+                )
+        return None
+
+    def notes(self, space: SearchSpace, history: Sequence[RunRecord]) -> tuple[str, ...]:
+        return (f"grid: every one of the {space.grid_size} feasible candidates is measured",)
 
 
 def ladder(max_replicas: int, factor: float) -> tuple[int, ...]:
@@ -225,3 +274,21 @@ class CapacitySearch:
         by_id = {rec.candidate.id: rec for rec in history}
         best = best_passing_cost(space, history)
         return tuple(f"{s.id}: {shape_state(space, s, by_id, best).note}" for s in space.shapes)
+
+
+def strategy_registry() -> Registry[Strategy]:
+    """A fresh registry of the built-in strategies (``grid``, ``capacity-search``)."""
+    return Registry("strategy", (CapacitySearch, GridStrategy))
+
+
+def create_strategy(name: str, registry: Registry[Strategy] | None = None) -> Strategy:
+    """An instance of the strategy registered as ``name``.
+
+    Raises :class:`UnknownStrategyError` (listing the valid names) for an unknown one.
+    """
+    registry = registry or strategy_registry()
+    try:
+        cls = registry.get(name)
+    except UnknownNameError as exc:
+        raise UnknownStrategyError("strategy", name, exc.valid) from None
+    return cls()
