@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the repo's packages (bare vLLM server, Prometheus parser)
 from benchmarks.bare_vllm import MODEL, bare_vllm_server, model_path  # noqa: E402
+
 LOCK = "/tmp/serveout-heavy.lock"
 MARKER = "SERVEOUT_BENCH_ISOLATED"
 

@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from loadtest.errors import ConfigError, SLOError
 from loadtest.analysis.stats import Distribution, bootstrap, bootstrap_proportion, interval, mean, percentile
+from loadtest.errors import ConfigError, SLOError
 from loadtest.units import format_seconds, parse_duration, parse_fraction
 
 

@@ -19,7 +19,7 @@ from serving.config.model_spec import ModelCatalog
 from serving.config.stack import StackConfig
 from serving.local_cluster import ClusterOptions, LocalCluster
 from serving.model_store import ModelStore
-from tests.integration.settings import BASE, MODEL, PORT
+from tests.integration.settings import BASE, PORT
 from tests.paths import REPO
 
 

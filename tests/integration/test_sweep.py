@@ -13,7 +13,6 @@ from sweep.loop import run_sweep
 from sweep.measurer import ServeoutMeasurer
 from sweep.results_folder import ResultsFolder
 from sweep.spec_file import load_price_table, load_sweep_spec
-
 from tests.paths import REPO
 
 pytestmark = pytest.mark.integration

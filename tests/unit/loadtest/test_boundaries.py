@@ -4,7 +4,6 @@ Ray or serving; the public API is importable and complete."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import loadtest
 from tests.paths import REPO

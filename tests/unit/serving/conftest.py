@@ -6,7 +6,6 @@ import pytest
 
 from serving.config.model_spec import ModelCatalog
 from serving.model_store import ModelStore
-
 from tests.paths import MODELS  # noqa: E402
 
 

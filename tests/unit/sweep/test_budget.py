@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 from serving.config.model_spec import AcceleratorKind
 from sweep.space import Candidate, EngineKnobs, SearchSpace, check_feasibility, replicas_that_fit
 from sweep.spec import BudgetSpec
-
 from tests.unit.sweep.sweep_fakes import PRICES, make_spec
 
 H200_24 = BudgetSpec(accelerator=AcceleratorKind.H200, nodes=3, accelerators_per_node=8)

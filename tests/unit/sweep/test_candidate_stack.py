@@ -13,7 +13,6 @@ from serving.config.model_spec import AcceleratorKind, ModelCatalog
 from sweep.measurer import load_point, stack_config_for
 from sweep.space import Candidate, EngineKnobs
 from sweep.verdicts import evaluate_point
-
 from tests.paths import MODELS
 from tests.unit.sweep.sweep_fakes import make_spec
 

@@ -11,7 +11,6 @@ from sweep.capacity import EfficiencyPoint, MeasuredCount, ShapeCapacity, capaci
 from sweep.results import Trial
 from sweep.rows import build_rows
 from sweep.space import Candidate, SearchSpace, Shape
-
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 

@@ -15,7 +15,6 @@ from loadtest.errors import ExitCode
 from serving.local_cluster import LocalCluster
 from serving.netns import IN_NETNS_ENV
 from sweep.cli import main
-
 from tests.paths import REPO, SWEEPS
 
 SPEC = SWEEPS / "cpu-smollm2.yaml"

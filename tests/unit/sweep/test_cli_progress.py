@@ -11,7 +11,6 @@ from rich.live import Live
 from sweep.cli import LiveProgress, answer_table, main
 from sweep.loop import run_sweep
 from sweep.results_folder import ResultsFolder
-
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, fixed_clock, make_spec
 
 SPEC = make_spec(rate=10.0, tp=(1, 2))

@@ -15,7 +15,6 @@ from sweep.rows import build_rows
 from sweep.space import Candidate, SearchSpace
 from sweep.spec import SloSpec
 from sweep.verdicts import Outcome, covers, evaluate_point, outcome_at
-
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 

@@ -11,7 +11,6 @@ from sweep.report_plots import write_plots
 from sweep.results import MeasuredResult, RunRecord, Trial
 from sweep.search import CapacitySearch
 from sweep.space import SearchSpace
-
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, fixed_clock, make_spec
 
 PNG = b"\x89PNG\r\n\x1a\n"

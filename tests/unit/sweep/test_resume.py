@@ -18,7 +18,6 @@ from sweep.results import MeasuredResult, RunStatus, Trial
 from sweep.results_folder import ResultsFolder, atomic_write_text
 from sweep.selection import AnswerKind
 from sweep.spec import measurement_fingerprint
-
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, InterruptingMeasurer, fixed_clock, make_spec
 
 SPEC = make_spec(rate=10.0, tp=(1, 2, 4, 8))

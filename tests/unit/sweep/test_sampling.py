@@ -9,7 +9,6 @@ from sweep.sampling import combine, measure_rates, sample_seed
 from sweep.space import Candidate
 from sweep.spec import SearchSettings
 from sweep.verdicts import evaluate_point
-
 from tests.unit.sweep.sweep_fakes import failing_point, make_spec, passing_point
 
 SLO = make_spec().slo  # tpot_p95 <= 50 ms among others

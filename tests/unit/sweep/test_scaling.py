@@ -10,7 +10,6 @@ from serving.config.model_spec import AcceleratorKind
 from sweep.results import Trial
 from sweep.rows import ScalingKind, build_rows, scaling_rows
 from sweep.space import Candidate, SearchSpace
-
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 CPU = make_spec(rate=0.8, tp=(1, 2), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4)

@@ -15,7 +15,6 @@ from sweep.rows import build_rows
 from sweep.search import CapacitySearch, GridStrategy, create_strategy, ladder, probe_rates, shape_state
 from sweep.selection import choose
 from sweep.space import Candidate, SearchSpace
-
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, failing_point, make_spec, passing_point, record
 
 

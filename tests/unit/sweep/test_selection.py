@@ -12,7 +12,6 @@ from sweep.results import RunStatus, Trial
 from sweep.rows import build_rows
 from sweep.selection import AnswerKind, choose, pareto_front
 from sweep.space import Candidate, EngineKnobs, SearchSpace
-
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 SPEC = make_spec(rate=2.0, tp=(1, 2), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4)

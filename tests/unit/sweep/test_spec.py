@@ -18,7 +18,6 @@ from sweep.results_folder import ResultsFolder
 from sweep.space import SearchSpace
 from sweep.spec import SloSpec, SweepSpec, measurement_fingerprint
 from sweep.spec_file import load_price_table, load_sweep_spec
-
 from tests.paths import SWEEPS
 from tests.unit.sweep.sweep_fakes import FakeClusterMeasurer, fixed_clock, make_spec
 

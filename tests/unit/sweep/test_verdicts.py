@@ -11,7 +11,6 @@ from sweep.selection import choose
 from sweep.space import Candidate, SearchSpace
 from sweep.spec import SearchSettings, SloSpec
 from sweep.verdicts import Outcome, covers, evaluate_point, fails_decisively, near_boundary, outcome_at, settled
-
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 CAP = ("client concurrency cap reached (256 in flight)",)

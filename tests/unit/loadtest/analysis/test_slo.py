@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.errors import ConfigError, SLOError
 from loadtest.analysis.slo import (
     Metric,
     Objective,
@@ -18,6 +17,7 @@ from loadtest.analysis.slo import (
     verdict_confidence,
 )
 from loadtest.analysis.stats import Distribution
+from loadtest.errors import ConfigError, SLOError
 
 
 def test_parse_issue_example():

@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.analysis.stats import MAX_MEAN_BOOTSTRAP, Distribution, bootstrap, bootstrap_proportion, interval, mean, percentile
+from loadtest.analysis.stats import (
+    MAX_MEAN_BOOTSTRAP,
+    Distribution,
+    bootstrap,
+    bootstrap_proportion,
+    interval,
+    mean,
+    percentile,
+)
 
 finite = st.floats(min_value=-1e9, max_value=1e9, allow_nan=False, allow_infinity=False)
 

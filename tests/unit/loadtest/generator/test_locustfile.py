@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from loadtest.analysis.records import read_records
 from tests.paths import REPO

@@ -1,11 +1,9 @@
-from pathlib import Path
 
 import pytest
 
 from serving.config.model_spec import AcceleratorKind, ModelCatalog, load_model_spec
 from serving.errors import ConfigError
 from serving.model_store import models_dir
-
 from tests.paths import MODELS  # noqa: E402
 
 

@@ -6,7 +6,6 @@ from serving.config.loading import build_stack_config, merge
 from serving.config.model_spec import Dtype, ModelCatalog
 from serving.config.stack import KeyLimits, RoutingPolicyName
 from serving.errors import ConfigError
-
 from tests.paths import MODELS  # noqa: E402
 
 

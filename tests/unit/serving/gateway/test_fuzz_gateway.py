@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import httpx
 import pytest
-from tests.unit.serving.gateway.gateway_fuzz_strategies import INT64_MAX, INT64_MIN, TEXT, damaged, encode, hostile, valid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
@@ -36,6 +35,15 @@ from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.request_id import request_id_from
 from serving.gateway.schemas import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
 from serving.gateway.service import GatewayService, ServedModel
+from tests.unit.serving.gateway.gateway_fuzz_strategies import (
+    INT64_MAX,
+    INT64_MIN,
+    TEXT,
+    damaged,
+    encode,
+    hostile,
+    valid,
+)
 
 MODEL = "smollm2-135m-instruct"
 MAX_MODEL_LEN = 2048

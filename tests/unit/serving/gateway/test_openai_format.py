@@ -1,5 +1,6 @@
-import pytest
 import json
+
+import pytest
 
 from serving.engine.protocol import GenerationChunk, GenerationDelta
 from serving.gateway.openai_format import (

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from tests.unit.serving.manifests.manifest_helpers import SPECS, TARGETS, cluster_config, target_for
 
 from serving.config.model_spec import ModelSpec
 from serving.config.stack import StackConfig
 from serving.manifests.command import load_cluster_target
 from serving.manifests.target import ClusterTarget
+from tests.unit.serving.manifests.manifest_helpers import SPECS, TARGETS, cluster_config, target_for
 
 
 @pytest.fixture(params=SPECS, ids=lambda s: s.name)

@@ -15,8 +15,8 @@ from serving.manifests.access import DEFAULT_KEYS_FILE
 from serving.manifests.command import load_cluster_target
 from serving.manifests.target import ClusterTarget
 from serving.routing.metrics import RoutingMetricsCollector
-
 from tests.paths import REPO  # noqa: E402
+
 MODELS = REPO / "models"
 TARGETS = REPO / "deploy" / "targets"
 CATALOG = ModelCatalog(MODELS)

@@ -8,12 +8,12 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
-from tests.unit.serving.manifests.manifest_helpers import CATALOG, REPO, cluster_config
 
 from serving.errors import ConfigError
 from serving.manifests import render_files, render_rayservice
 from serving.manifests.access import DEFAULT_KEYS_FILE
 from serving.manifests.command import cluster_stack_config
+from tests.unit.serving.manifests.manifest_helpers import CATALOG, REPO, cluster_config
 
 SMOLLM = CATALOG.get("smollm2-135m-instruct")
 KIND_STACK = REPO / "deploy" / "stacks" / "smollm2-135m-instruct-cpu-local-kind.yaml"

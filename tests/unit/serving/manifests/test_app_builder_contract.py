@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import importlib
 
-from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config
-
 from serving.manifests.naming import ENGINE_DEPLOYMENT, engine_deployment_label
 from serving.manifests.serve_config import IMPORT_PATH
+from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config
 
 
 def test_import_path_is_the_declarative_entry_point():

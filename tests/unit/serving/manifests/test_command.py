@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.unit.serving.manifests.manifest_helpers import CATALOG, REPO, TARGETS
 
 from serving.errors import ConfigError
 from serving.manifests.__main__ import main
 from serving.manifests.command import cluster_stack_config, load_cluster_target
+from tests.unit.serving.manifests.manifest_helpers import CATALOG, REPO, TARGETS
 
 KIND = TARGETS / "cpu-local-kind.yaml"
 

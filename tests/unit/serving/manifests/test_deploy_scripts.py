@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 import yaml
+
 from tests.unit.serving.manifests.manifest_helpers import REPO
 
 DEPLOY = REPO / "deploy"

@@ -8,10 +8,10 @@ import shlex
 from pathlib import Path
 
 import pytest
-from tests.unit.serving.manifests.manifest_helpers import CATALOG, REPO
 
 from serving.manifests.command import add_render_command, cluster_stack_config, load_cluster_target
 from serving.manifests.writer import render_files
+from tests.unit.serving.manifests.manifest_helpers import CATALOG, REPO
 
 SCRIPT = REPO / "deploy" / "render-examples.sh"
 

@@ -6,7 +6,6 @@ import json
 
 from serving.config.model_spec import AcceleratorKind
 from serving.manifests import render_grafana_dashboard
-
 from tests.unit.serving.manifests.manifest_helpers import (
     CATALOG,
     cluster_config,

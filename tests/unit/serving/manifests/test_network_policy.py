@@ -5,13 +5,13 @@ gateway Services stay inside the cluster by default."""
 from __future__ import annotations
 
 import pytest
-from tests.unit.serving.manifests.manifest_helpers import CATALOG, TARGETS, cluster_config
 
 from serving.manifests import render_network_policy, render_rayservice
 from serving.manifests.command import load_cluster_target
 from serving.manifests.naming import CLIENT_PORT, DASHBOARD_PORT, GCS_PORT, METRICS_PORT
 from serving.manifests.network_policy import NAMESPACE_NAME_LABEL
 from serving.manifests.target import ClusterTarget
+from tests.unit.serving.manifests.manifest_helpers import CATALOG, TARGETS, cluster_config
 
 EVERY_PORT = frozenset({"every port"})
 

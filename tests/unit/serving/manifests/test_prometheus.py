@@ -9,7 +9,6 @@ import pytest
 from serving.manifests import render_prometheus, render_rayservice
 from serving.manifests.naming import gateway_service_name
 from serving.manifests.prometheus import RULES_FILE
-
 from tests.unit.serving.manifests.manifest_helpers import (
     CATALOG,
     cluster_config,

@@ -14,7 +14,6 @@ from serving.errors import ConfigError
 from serving.manifests import render_files, render_rayservice
 from serving.manifests.naming import ENGINE_DEPLOYMENT, METRICS_PORT
 from serving.manifests.serve_config import IMPORT_PATH
-
 from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config
 
 GPU = "nvidia.com/gpu"

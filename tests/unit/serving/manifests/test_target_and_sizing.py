@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from tests.unit.serving.manifests.manifest_helpers import CATALOG, TARGETS, cluster_config
 from pydantic import ValidationError
 
 from serving.config.model_spec import AcceleratorKind
@@ -12,6 +11,7 @@ from serving.manifests.command import load_cluster_target
 from serving.manifests.naming import resource_name
 from serving.manifests.sizing import plan_workers
 from serving.manifests.target import RAY_VERSION, ClusterTarget
+from tests.unit.serving.manifests.manifest_helpers import CATALOG, TARGETS, cluster_config
 
 
 @pytest.mark.parametrize("path", sorted(TARGETS.glob("*.yaml")), ids=lambda p: p.name)

@@ -6,10 +6,9 @@ import json
 import re
 import subprocess
 
-from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config
-
 from serving.manifests import render_weights_job
 from serving.model_store import READY_MARKER
+from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config
 
 
 def _script(job: dict) -> str:

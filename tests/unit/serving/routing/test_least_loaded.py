@@ -4,7 +4,6 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.serving.routing.routing_fakes import loads, rank
 from serving.engine.protocol import EngineStats
 from serving.routing.least_loaded import LeastLoadedPolicy, power_of_two_order
 from serving.routing.policy import (
@@ -13,6 +12,7 @@ from serving.routing.policy import (
     RoutingRequest,
     engine_stats_from_routing_stats,
 )
+from tests.unit.serving.routing.routing_fakes import loads, rank
 
 REQUEST = RoutingRequest("r")
 

@@ -1,9 +1,9 @@
 import random
 
-from tests.unit.serving.routing.routing_fakes import loads, prompt, rank
 from serving.routing.policy import RoutingDecision, RoutingRequest
 from serving.routing.prefix_affinity import PrefixAffinityPolicy
 from serving.routing.prefix_index import block_hashes
+from tests.unit.serving.routing.routing_fakes import loads, prompt, rank
 
 BLOCK = 4
 

@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.serving.routing.routing_fakes import prompt
 from serving.routing.prefix_index import NO_MATCH, PrefixIndex, PrefixMatch, block_hashes
+from tests.unit.serving.routing.routing_fakes import prompt
 
 tokens = st.lists(st.integers(0, 50_000), max_size=40)
 block_sizes = st.integers(1, 8)

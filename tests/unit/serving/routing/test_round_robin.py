@@ -1,6 +1,6 @@
-from tests.unit.serving.routing.routing_fakes import loads, rank
 from serving.routing.policy import RoutingDecision, RoutingRequest
 from serving.routing.round_robin import RoundRobinPolicy
+from tests.unit.serving.routing.routing_fakes import loads, rank
 
 REQUEST = RoutingRequest("r")
 

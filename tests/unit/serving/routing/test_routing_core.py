@@ -2,7 +2,6 @@ import asyncio
 import random
 from collections import Counter
 
-from tests.unit.serving.routing.routing_fakes import prompt
 from serving.config.stack import RoutingPolicyName
 from serving.engine.protocol import EngineStats
 from serving.routing.core import Candidate, RoutingCore
@@ -12,6 +11,7 @@ from serving.routing.policy import RoutingDecision, RoutingRequest
 from serving.routing.prefix_affinity import PrefixAffinityPolicy
 from serving.routing.prefix_index import block_hashes
 from serving.routing.round_robin import RoundRobinPolicy
+from tests.unit.serving.routing.routing_fakes import prompt
 
 CANDIDATES = [Candidate("a"), Candidate("b")]
 

@@ -12,7 +12,6 @@ from ray.serve._private.common import DeploymentHandleSource, DeploymentID, Repl
 from ray.serve.config import RequestRouterConfig
 from ray.serve.request_router import PendingRequest
 
-from tests.unit.serving.routing.routing_fakes import prompt
 from serving.config.stack import RoutingSpec
 from serving.engine.protocol import EngineStats, GenerationRequest, SamplingSettings
 from serving.routing.policy import Ranking, RoutingPolicy
@@ -22,6 +21,7 @@ from serving.routing.serve_router import (
     request_router_config,
     routing_request,
 )
+from tests.unit.serving.routing.routing_fakes import prompt
 
 DEPLOYMENT = DeploymentID(name="engine", app_name="serveout")
 

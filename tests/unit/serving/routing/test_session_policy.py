@@ -1,9 +1,9 @@
 import random
 from collections import Counter
 
-from tests.unit.serving.routing.routing_fakes import loads, rank
 from serving.routing.policy import RoutingDecision, RoutingRequest
 from serving.routing.session import SessionPolicy
+from tests.unit.serving.routing.routing_fakes import loads, rank
 
 
 def session(session_id: str | None) -> RoutingRequest:
