@@ -55,12 +55,20 @@ def format_seconds(value: float | None) -> str:
     return f"{value:.2f} s"
 
 
+def _as_value_error(parse, value: object) -> object:
+    """Inside a pydantic validator: a ``ValueError``, so the error names the field."""
+    try:
+        return parse(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _seconds(value: object) -> object:
-    return parse_duration(value) if isinstance(value, str) else value
+    return _as_value_error(parse_duration, value) if isinstance(value, str) else value
 
 
 def _fraction(value: object) -> object:
-    return parse_fraction(value) if isinstance(value, str) else value
+    return _as_value_error(parse_fraction, value) if isinstance(value, str) else value
 
 
 Seconds = Annotated[float, BeforeValidator(_seconds)]

@@ -23,8 +23,6 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
-    ValidatorFunctionWrapHandler,
-    WrapValidator,
     model_validator,
 )
 
@@ -52,18 +50,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _keyed(value: object, handler: ValidatorFunctionWrapHandler) -> object:
-    """The load tester's :data:`~loadtest.units.Seconds` raises its ``ConfigError``, which
-    pydantic lets through without the key; as a ``ValueError`` the spec error names it."""
-    try:
-        return handler(value)
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None
-
-
-# The load tester's Seconds ("500ms", "2s" or a number), with errors naming the key.
-SpecSeconds = Annotated[Seconds, WrapValidator(_keyed)]
-Positive = Annotated[SpecSeconds, Field(gt=0)]
+Positive = Annotated[Seconds, Field(gt=0)]
 
 
 def _build(registry: Registry[Any], name: str, params: dict[str, object]) -> Any:
@@ -118,7 +105,7 @@ class TrafficSpec(Strict):
     profile: LoadProfileSpec
     workload: WorkloadSpec
     duration_s: Positive = Field(60.0, description="measured window of one load point")
-    warmup_s: Annotated[SpecSeconds, Field(ge=0)] = 10.0
+    warmup_s: Annotated[Seconds, Field(ge=0)] = 10.0
     seed: int = 0
 
     @property
