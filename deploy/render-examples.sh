@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-render the checked-in examples under deploy/examples/. A unit test renders the
-# same commands and fails when the files differ (tests/unit/manifests/test_examples.py),
+# same commands and fails when the files differ (tests/unit/serving/manifests/test_examples.py),
 # so run this after changing the renderer, a model spec, a stack or a target file.
 # `python -m serving.manifests render` takes the same arguments as `serving render`.
 set -euo pipefail

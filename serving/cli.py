@@ -2,6 +2,7 @@
 
     serving up [--model NAME] [--replicas N] [--routing POLICY] [--host H] [--port P]
                [--api-keys-file PATH [--metrics-public]]
+               [--engine null [--null-tokens-per-s N] [--null-ttft-ms M]]
     serving status | serving down | serving exec -- COMMAND...
     serving models list | serving models prepare NAME
     serving render --model NAME [--config stack.yaml] --target target.yaml --out DIR
@@ -24,7 +25,7 @@ from rich.table import Table
 
 from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, read_stack_file
 from serving.config.model_spec import Dtype, ModelCatalog
-from serving.config.stack import KeyLimits, RoutingPolicyName, StackConfig
+from serving.config.stack import ENGINE_KINDS, KeyLimits, NullBackend, RoutingPolicyName, StackConfig
 from serving.errors import ServeoutError
 from serving.gateway.api_keys import KeyEntry, read_keys_file
 from serving.manifests import add_render_command
@@ -89,6 +90,10 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
         "gateway": {"host": args.host, "port": args.port, "max_in_flight": args.max_in_flight,
                     "api_keys_file": args.api_keys_file, "metrics_public": args.metrics_public},
     }
+    backend = {"kind": args.engine, "tokens_per_s": args.null_tokens_per_s,
+               "ttft_s": None if args.null_ttft_ms is None else args.null_ttft_ms / 1000}
+    if any(v is not None for v in backend.values()):
+        overrides["engine_backend"] = backend
     if args.autoscale:
         overrides["autoscaling"] = {
             "enabled": True, "min_replicas": args.min_replicas, "max_replicas": args.max_replicas,
@@ -155,8 +160,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, _interrupt)
             url = cluster.deploy(config, on_progress=lambda s: status.update(f"deploying: {s}"))
+        null = " on the null engine (no model)" if isinstance(config.engine_backend, NullBackend) else ""
         console.print(f"[green]serving[/] {config.model.name} with "
-                      f"{config.replicas.num_replicas} replica(s) at [bold]{url}/v1[/] "
+                      f"{config.replicas.num_replicas} replica(s){null} at [bold]{url}/v1[/] "
                       f"(ready in {time.monotonic() - started:.0f} s)")
         console.print(describe_auth(config, keys, url))
         _write_state(url, config)
@@ -263,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--dtype", choices=[d.value for d in Dtype],
                     help="override the model spec's dtype (CPU specs use float32: see docs/serving.md)")
     up.add_argument("--replicas", type=int)
+    up.add_argument("--engine", choices=ENGINE_KINDS,
+                    help="the engine behind the replicas: vllm (default) or null (no model: streams "
+                         "fixed tokens, to measure the serving path alone; see docs/serving.md)")
+    up.add_argument("--null-tokens-per-s", type=float,
+                    help="null engine: tokens per second per stream (0 = as fast as possible)")
+    up.add_argument("--null-ttft-ms", type=float, help="null engine: time to first token (ms)")
     up.add_argument("--cpus-per-rank", type=int)
     up.add_argument("--routing", choices=[p.value for p in RoutingPolicyName])
     up.add_argument("--host")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
+from typing import Annotated, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from serving.config.model_spec import EngineSettings, ModelSpec, Strict
 
@@ -122,6 +123,30 @@ class GatewaySpec(Strict):
         return self
 
 
+class VllmBackend(Strict):
+    """The real engine: vLLM serving the model spec's weights (the default)."""
+
+    kind: Literal["vllm"] = "vllm"
+
+
+class NullBackend(Strict):
+    """The null engine (:mod:`serving.engine.null_engine`): no model, no weights; streams
+    ``max_tokens`` copies of ``token_text`` per choice at a set pace, to measure the
+    serving path's own ceiling. Its concurrency cap and chunking are the engine
+    settings' ``max_num_seqs`` and ``stream_interval``."""
+
+    kind: Literal["null"] = "null"
+    tokens_per_s: float = Field(
+        0.0, ge=0, allow_inf_nan=False, description="tokens per second per stream; 0 = as fast as possible"
+    )
+    ttft_s: float = Field(0.0, ge=0, allow_inf_nan=False, description="time to first token once running")
+    token_text: str = Field(" tok", min_length=1, description="the text of every token")
+
+
+EngineBackend = Annotated[Union[VllmBackend, NullBackend], Field(discriminator="kind")]
+ENGINE_KINDS = (VllmBackend().kind, NullBackend().kind)
+
+
 class EngineReplicaConfig(Strict):
     """What one engine replica needs to start (its constructor argument). Kept apart
     from routing and gateway settings so changing those never restarts engines."""
@@ -131,6 +156,7 @@ class EngineReplicaConfig(Strict):
     engine: EngineSettings
     cpus_per_rank: int | None
     max_replicas: int
+    backend: EngineBackend = VllmBackend()
 
 
 class StackConfig(Strict):
@@ -139,11 +165,25 @@ class StackConfig(Strict):
     model: ModelSpec
     model_path: Path = Field(description="local folder with the model's weights and tokenizer")
     engine: EngineSettings | None = Field(None, description="None = the model spec's engine settings")
+    engine_backend: EngineBackend = Field(
+        VllmBackend(), description=f"which engine runs behind the replicas: kind {' | '.join(ENGINE_KINDS)}"
+    )
     replicas: ReplicaSpec = ReplicaSpec()
     autoscaling: AutoscalingSpec = AutoscalingSpec()
     routing: RoutingSpec = RoutingSpec()
     gateway: GatewaySpec = GatewaySpec()
     app_name: str = "serveout"
+
+    @field_validator("engine_backend", mode="before")
+    @classmethod
+    def _backend_kind(cls, value):
+        """No ``kind`` means vLLM (the default); YAML reads an unquoted ``kind: null`` as
+        nothing, and it means the null engine."""
+        if isinstance(value, dict) and "kind" not in value:
+            return {**value, "kind": VllmBackend().kind}
+        if isinstance(value, dict) and value["kind"] is None:
+            return {**value, "kind": NullBackend().kind}
+        return value
 
     @property
     def engine_settings(self) -> EngineSettings:
@@ -167,4 +207,5 @@ class StackConfig(Strict):
             engine=self.engine_settings,
             cpus_per_rank=self.replicas.cpus_per_rank,
             max_replicas=self.max_replica_count,
+            backend=self.engine_backend,
         )

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from serving.config.model_spec import AcceleratorKind
-from serving.config.stack import StackConfig
+from serving.config.stack import NullBackend, StackConfig
 
 
 def engine_runtime_env(config: StackConfig) -> dict:
@@ -27,6 +27,8 @@ def placement_bundles(config: StackConfig) -> list[dict[str, float]]:
     local processes of the replica). GPU: a CPU bundle for the replica actor, then
     one GPU bundle per rank, which vLLM's ``ray`` executor places its workers on.
     """
+    if isinstance(config.engine_backend, NullBackend):
+        return [{"CPU": 1.0}]  # no model: one core, whatever the spec's TP or accelerator
     tp = config.model.tensor_parallel_size
     cpus = float(config.replicas.cpus_per_rank or 1)
     if config.model.accelerator is AcceleratorKind.CPU:

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from serving.errors import ReplicaFailedError
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -92,7 +94,17 @@ class EngineStats:
 
 
 class Engine(Protocol):
-    """An inference engine behind one replica (vLLM in production)."""
+    """An inference engine behind one replica: vLLM in production, the null engine
+    (no model) to measure the serving path alone."""
+
+    @property
+    def dead(self) -> bool:
+        """Whether the engine died for good (the replica must be replaced)."""
+        ...
+
+    def dead_error(self) -> ReplicaFailedError:
+        """The error that requests to a dead engine fail with."""
+        ...
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         """Stream chunks; cancelling the iteration aborts the engine request."""

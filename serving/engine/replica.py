@@ -1,4 +1,6 @@
-"""The engine replica: a Ray Serve deployment wrapping one vLLM async engine.
+"""The engine replica: a Ray Serve deployment wrapping one engine: a vLLM async
+engine, or the null engine (no model: it streams fixed tokens at a set pace, to
+measure the serving path alone; bound to one core).
 
 It takes token ids plus sampling settings from the gateway, streams
 :class:`GenerationChunk` s back, aborts the engine request when the caller goes
@@ -29,9 +31,10 @@ from ray import serve
 
 from serving.autoscaling import QUEUE_DEPTH_METRIC
 from serving.config.model_spec import AcceleratorKind
-from serving.config.stack import EngineReplicaConfig
-from serving.engine.cpu_binding import apply_binding, plan_binding
-from serving.engine.protocol import EngineStats, GenerationChunk, GenerationRequest
+from serving.config.stack import EngineReplicaConfig, NullBackend
+from serving.engine.cpu_binding import CpuBinding, apply_binding, plan_binding
+from serving.engine.null_engine import NullEngine
+from serving.engine.protocol import Engine, EngineStats, GenerationChunk, GenerationRequest
 from serving.errors import ReplicaFailedError
 
 log = logging.getLogger("serveout.engine")
@@ -49,26 +52,29 @@ class EngineReplica:
     def __init__(self, config: EngineReplicaConfig) -> None:
         context = serve.get_replica_context()
         self.replica_id = context.replica_tag
-        if config.model.accelerator is AcceleratorKind.CPU:
-            self._bind_cpus(config, _local_rank(context))
-        os.environ.setdefault("VLLM_HOST_IP", ray.util.get_node_ip_address())
-        from serving.engine.vllm_engine import VllmEngine, engine_args
-
-        args = engine_args(config.model, config.model_path, config.engine)
-        self._engine = VllmEngine(args, self.replica_id)
+        self._engine = self._start_engine(config, _local_rank(context))
         self._watchdog: asyncio.Task | None = None
         self._exit: asyncio.Task | None = None
         self._stopping = False
         log.info("engine replica %s ready", self.replica_id)
 
-    def _bind_cpus(self, config: EngineReplicaConfig, local_rank: int) -> None:
+    def _start_engine(self, config: EngineReplicaConfig, local_rank: int) -> Engine:
         node_cores = sorted(os.sched_getaffinity(0))
-        tp = config.model.tensor_parallel_size
-        per_rank = config.cpus_per_rank or max(1, len(node_cores) // (config.max_replicas * tp))
-        binding = plan_binding(
-            local_rank=local_rank, tensor_parallel_size=tp, cores_per_rank=per_rank,
-            node_cores=node_cores,
-        )
+        if isinstance(config.backend, NullBackend):  # one core, whatever the model spec says
+            self._bind(plan_binding(local_rank=local_rank, tensor_parallel_size=1, cores_per_rank=1,
+                                    node_cores=node_cores))
+            return NullEngine(config.backend, config.engine, self.replica_id)
+        if config.model.accelerator is AcceleratorKind.CPU:
+            tp = config.model.tensor_parallel_size
+            per_rank = config.cpus_per_rank or max(1, len(node_cores) // (config.max_replicas * tp))
+            self._bind(plan_binding(local_rank=local_rank, tensor_parallel_size=tp,
+                                    cores_per_rank=per_rank, node_cores=node_cores))
+        os.environ.setdefault("VLLM_HOST_IP", ray.util.get_node_ip_address())
+        from serving.engine.vllm_engine import VllmEngine, engine_args
+
+        return VllmEngine(engine_args(config.model, config.model_path, config.engine), self.replica_id)
+
+    def _bind(self, binding: CpuBinding) -> None:
         apply_binding(binding)
         log.info("replica %s bound to cores %s", self.replica_id, binding.omp_threads_bind())
 
