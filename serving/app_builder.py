@@ -3,6 +3,14 @@
 Two deployments: ``engine`` (N vLLM replicas, each in its own placement group,
 routed by serveout's request router, optionally autoscaled on engine queue depth)
 and ``gateway`` (the FastAPI ingress). The sweep calls :func:`build_app` too.
+
+Stopping a replica (scale-down, redeploy, ``serve.delete``): it leaves routing, Serve
+waits until its requests have finished, then calls its ``__del__``, and kills it
+``graceful_shutdown_timeout_s`` after the stop began in any case (Ray 2.60:
+``serve/_private/replica.py`` ``Replica._perform_graceful_shutdown``,
+``deployment_state.py`` ``DeploymentReplica.stop`` / ``check_stopped``). An engine
+replica gets ``drain.timeout_s``; the gateway gets more than its longest request, so
+it is never killed with one in flight (docs/serving.md, "Shutdown and scale-down").
 """
 
 from __future__ import annotations
@@ -20,6 +28,13 @@ from serving.routing.serve_router import request_router_config
 ENGINE_DEPLOYMENT = "engine"
 GATEWAY_DEPLOYMENT = "gateway"
 
+DRAIN_POLL_S = 0.5
+"""How often a stopping replica checks whether its requests have finished (Serve's
+default of 2 s holds even an idle replica that long)."""
+GATEWAY_STOP_GRACE_S = 10.0
+"""What the gateway gets beyond its longest request when Serve stops it (tokenising,
+the final events)."""
+
 
 def engine_deployment_options(config: StackConfig) -> dict:
     bundles = placement_bundles(config)
@@ -34,7 +49,10 @@ def engine_deployment_options(config: StackConfig) -> dict:
         ),
         health_check_period_s=10,
         health_check_timeout_s=60,
-        graceful_shutdown_timeout_s=20,
+        # In-flight requests finish within this, then the engine shuts down; Serve kills
+        # the replica at the deadline and the gateway reports the cut requests.
+        graceful_shutdown_timeout_s=config.drain.timeout_s,
+        graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
         # An engine that fails to start (bad model, TP not dividing the heads, out of
         # memory) rarely succeeds on retry; fail the deploy fast with vLLM's error.
         max_constructor_retry_count=2,
@@ -56,6 +74,11 @@ def gateway_deployment_options(config: StackConfig) -> dict:
         # bounded queue (503 past it) only absorbs bursts while the gateway answers.
         max_ongoing_requests=2 * limit + 64,
         max_queued_requests=max(1024, 8 * limit),
+        # Every request ends by its deadline (504) and the engines' drain ends theirs, so
+        # a gateway Serve stops is never killed with a request in flight.
+        graceful_shutdown_timeout_s=(
+            max(config.gateway.request_timeout_s, config.drain.timeout_s) + GATEWAY_STOP_GRACE_S),
+        graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
         ray_actor_options={"num_cpus": 0, "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1"}}},
     )
 

@@ -89,6 +89,7 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
         "routing": {"policy": args.routing},
         "gateway": {"host": args.host, "port": args.port, "max_in_flight": args.max_in_flight,
                     "api_keys_file": args.api_keys_file, "metrics_public": args.metrics_public},
+        "drain": {"timeout_s": args.drain_timeout},
     }
     backend = {"kind": args.engine, "tokens_per_s": args.null_tokens_per_s,
                "ttft_s": None if args.null_ttft_ms is None else args.null_ttft_ms / 1000}
@@ -280,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host")
     up.add_argument("--port", type=int)
     up.add_argument("--max-in-flight", type=int, help="admission bound before 429s")
+    up.add_argument("--drain-timeout", type=float, metavar="SECONDS",
+                    help="on shutdown or scale-down, how long requests in flight may finish (default 30)")
     up.add_argument("--api-keys-file", help="require API keys, one per line: `name:key rpm=60 "
                     "tpm=20000 concurrency=4` (see docs/serving.md); without it there is NO auth")
     up.add_argument("--metrics-public", action="store_true", default=None,

@@ -62,6 +62,15 @@ class ModelNotFoundError(RequestError):
     """The requested model is not served here (HTTP 404)."""
 
 
+class ServerDrainingError(RequestError):
+    """The gateway is shutting down (HTTP 503 + Retry-After, code ``server_draining``):
+    it refuses new requests, and cuts those still running at the drain deadline."""
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class RequestTooLargeError(RequestError):
     """The HTTP body is larger than the gateway accepts (HTTP 413)."""
 

@@ -8,6 +8,7 @@ started (``serve.shutdown`` + ``ray.shutdown``; never ``ray stop``).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -22,6 +23,8 @@ import httpx
 
 from serving.config.stack import StackConfig
 from serving.errors import ClusterError
+
+logger = logging.getLogger("serveout")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class LocalCluster:
         self.options = options
         self._temp_dir: Path | None = None
         self._started = False
+        self._deployed: dict[str, StackConfig] = {}
 
     @property
     def url(self) -> str:
@@ -100,6 +104,7 @@ class LocalCluster:
                                    + (f" ({reason})" if reason else ""))
             on_progress(self._describe(config.app_name))
             if not runner.is_alive() and self._healthy():
+                self._deployed[config.app_name] = config
                 return self.url
             time.sleep(1.0)
         raise ClusterError(f"{config.app_name} was not healthy after {timeout_s:.0f} s")
@@ -107,6 +112,7 @@ class LocalCluster:
     def undeploy(self, app_name: str) -> None:
         from ray import serve
 
+        self._deployed.pop(app_name, None)
         serve.delete(app_name)
 
     def _healthy(self) -> bool:
@@ -150,6 +156,8 @@ class LocalCluster:
             from ray import serve
 
             try:
+                for config in self._deployed.values():
+                    self._drain(config)
                 serve.shutdown()
             finally:
                 ray.shutdown()
@@ -157,6 +165,17 @@ class LocalCluster:
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
+
+    def _drain(self, config: StackConfig) -> None:
+        """Let the app's requests in flight finish (up to its drain timeout) before Serve
+        stops: ``serve.shutdown`` would cut every open stream at once."""
+        from serving.gateway.ingress import drain_gateway
+
+        try:
+            report = drain_gateway(config)
+            logger.info("drained %s: %s", config.app_name, report)
+        except Exception as exc:  # noqa: BLE001 - shutting down regardless
+            logger.warning("draining %s failed: %s", config.app_name, exc)
 
     def __enter__(self) -> "LocalCluster":
         self.start()

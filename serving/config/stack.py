@@ -9,6 +9,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
+from serving.config.drain import DrainSpec
 from serving.config.model_spec import EngineSettings, ModelSpec, Strict
 
 
@@ -172,6 +173,7 @@ class StackConfig(Strict):
     autoscaling: AutoscalingSpec = AutoscalingSpec()
     routing: RoutingSpec = RoutingSpec()
     gateway: GatewaySpec = GatewaySpec()
+    drain: DrainSpec = DrainSpec()
     app_name: str = "serveout"
 
     @field_validator("engine_backend", mode="before")

@@ -34,6 +34,7 @@ _TABLE: tuple[tuple[type[errors.RequestError], int, str, str | None], ...] = (
     (errors.RateLimitedError, 429, "rate_limit_error", "rate_limit_exceeded"),
     (errors.OverloadedError, 429, "rate_limit_error", "overloaded"),
     (errors.NoReplicaError, 503, "service_unavailable_error", "no_replica"),
+    (errors.ServerDrainingError, 503, "service_unavailable_error", "server_draining"),
     (errors.DeadlineExceededError, 504, "timeout_error", "deadline_exceeded"),
     (errors.ReplicaFailedError, 503, "service_unavailable_error", "replica_failed"),
     (errors.EngineError, 500, "internal_error", "engine_error"),
@@ -54,7 +55,7 @@ def map_error(exc: BaseException) -> ErrorResponse:
 
 
 def _headers_of(exc: errors.RequestError) -> dict[str, str]:
-    if isinstance(exc, errors.OverloadedError):
+    if isinstance(exc, (errors.OverloadedError, errors.ServerDrainingError)):
         return {"Retry-After": str(exc.retry_after_s)}
     if isinstance(exc, errors.AuthenticationError):
         return {"WWW-Authenticate": "Bearer"}

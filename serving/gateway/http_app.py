@@ -177,6 +177,8 @@ def build_http_app(
 
     @app.get("/health")
     async def health():
+        if service.draining:  # a load balancer stops sending here
+            return JSONResponse({"status": "draining"}, status_code=503)
         not_ready = [m.name for m in service.models.values()
                      if m.replicas().ready == 0 and not m.scales_from_zero]
         if not_ready:

@@ -1,6 +1,10 @@
-"""The gateway as a Ray Serve ingress deployment (builds its FastAPI app per replica)."""
+"""The gateway as a Ray Serve ingress deployment (builds its FastAPI app per replica),
+and :func:`drain_gateway`, which the process owning the app calls before it stops it."""
 
 from __future__ import annotations
+
+import json
+import logging
 
 from prometheus_client import REGISTRY
 from ray import serve
@@ -15,6 +19,11 @@ from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.replica_status import ReplicaCounts, ServeReplicaWatcher
 from serving.gateway.service import GatewayService, ServedModel
 from serving.gateway.tokenization import PromptTokenizer
+
+log = logging.getLogger("serveout.gateway")
+
+DRAIN_CALL_MARGIN_S = 30.0
+"""How long :func:`drain_gateway` waits for the gateway beyond the drain itself."""
 
 
 @serve.ingress()
@@ -67,6 +76,17 @@ class Gateway:
             echo_request_id=False,  # Serve's proxy returns the id it passed us
         )
 
+    async def drain(self, timeout_s: float | None = None) -> dict[str, int]:
+        """Stop taking requests (``/health`` 503 draining, new completions 503
+        ``server_draining``), let those in flight finish for up to ``timeout_s`` (default
+        ``drain.timeout_s``), cut the rest with an error their clients see; returns the
+        :class:`~serving.gateway.drain.DrainReport` as a dict. Called through a handle
+        (:func:`drain_gateway`): Serve tells a replica nothing before stopping it."""
+        timeout = self._config.drain.timeout_s if timeout_s is None else timeout_s
+        report = await self._service.drain(timeout, retry_after_s=self._config.gateway.retry_after_s)
+        log.info(json.dumps({"event": "drained", "timeout_s": timeout, **report.to_dict()}))
+        return report.to_dict()
+
     def _publish_replicas(self, counts: ReplicaCounts) -> None:
         gauge, model = self._metrics.replicas, self._config.model.name
         gauge.labels(model, "ready").set(counts.ready)
@@ -83,9 +103,20 @@ class Gateway:
             "tensor_parallel_size": c.model.tensor_parallel_size,
             "routing_policy": c.routing.policy.value,
             "autoscaling": c.autoscaling.model_dump() if c.autoscaling.enabled else None,
+            "draining": self._service.draining,
             "in_flight": self._admission.in_flight,
             "admission_limit": self._admission.limit,
             "api_keys": len(self._keys.names) if self._keys else None,
             "active_keys": self._admission.active_keys(),
             "fair_share": self._admission.fair_share(),
         }
+
+
+def drain_gateway(config: StackConfig, timeout_s: float | None = None) -> dict[str, int]:
+    """Drain the gateway of ``config``'s running app for ``timeout_s`` (default
+    ``drain.timeout_s``) and return its report; blocks until the drain ends. Call it
+    before ``serve.shutdown``, which would otherwise cut the streams in flight (it kills
+    the HTTP proxies at once). Needs a Ray driver."""
+    timeout = config.drain.timeout_s if timeout_s is None else timeout_s
+    handle = serve.get_app_handle(config.app_name)
+    return handle.drain.remote(timeout).result(timeout_s=timeout + DRAIN_CALL_MARGIN_S)

@@ -18,8 +18,9 @@
 | serveout_auth_failures_total | counter | reason (missing / invalid) |
 
 ``reason`` of a refusal: ``overloaded`` (the bound), ``fair_share``, ``concurrency``,
-``rpm``, ``tpm``. ``key`` is a key's name from the keys file, or ``anonymous`` when
-no keys are configured: a bounded set, never the key itself nor client input.
+``rpm``, ``tpm``; ``draining`` (503 while the gateway drains; per model only). ``key``
+is a key's name from the keys file, or ``anonymous`` when no keys are configured: a
+bounded set, never the key itself nor client input.
 
 The request router adds per-replica engine and routing metrics (see
 :mod:`serving.routing.metrics`).

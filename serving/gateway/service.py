@@ -9,6 +9,10 @@ A replica that dies (:class:`ReplicaFailedError`) before anything reached the cl
 (before a stream's first event; for a whole answer, at any point) costs a retry on
 another replica, once, under the same deadline; a second failure is a 503. A stream
 already under way ends with an in-band error event instead.
+
+While the gateway drains (:meth:`GatewayService.drain`, before its app stops) new
+requests get 503 ``server_draining``, and those still running at the drain deadline
+are cut with that error (:mod:`serving.gateway.drain`).
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ from serving.errors import (
     OverloadedError,
     ReplicaFailedError,
     RequestError,
+    ServerDrainingError,
 )
 from serving.gateway.admission import AdmissionController, AdmissionTicket
 from serving.gateway.api_keys import ANONYMOUS_CALLER, Caller
+from serving.gateway.drain import Drain, DrainReport, drain_requests
 from serving.gateway.engine_client import EngineClient
+from serving.gateway.error_mapping import map_error
+from serving.gateway.key_limits import KeyRateLimiter, RequestBudget
 from serving.gateway.metrics import GatewayMetrics
-from serving.gateway.replica_status import ReplicaCounts
 from serving.gateway.openai_format import (
     ChatFormat,
     CompletionFormat,
@@ -43,8 +50,7 @@ from serving.gateway.openai_format import (
     ResponseHeader,
     StreamEncoder,
 )
-from serving.gateway.error_mapping import map_error
-from serving.gateway.key_limits import KeyRateLimiter, RequestBudget
+from serving.gateway.replica_status import ReplicaCounts
 from serving.gateway.request_planning import Tokenizer, plan_request
 from serving.gateway.schemas import ChatCompletionRequest, CompletionRequest, new_id
 
@@ -119,6 +125,20 @@ class GatewayService:
         self.rate_limiter = rate_limiter or KeyRateLimiter()
         self.request_timeout_s = request_timeout_s
         self.log_prompts = log_prompts
+        self.drain_state = Drain()
+
+    @property
+    def draining(self) -> bool:
+        return self.drain_state.draining
+
+    def in_flight(self) -> int:
+        """Requests admitted and not finished, over every model."""
+        return sum(m.admission.in_flight for m in self.models.values())
+
+    async def drain(self, timeout_s: float, *, retry_after_s: int = 1) -> DrainReport:
+        """Refuse new requests from now on, let those in flight finish for up to
+        ``timeout_s``, then cut the rest with :class:`ServerDrainingError`."""
+        return await drain_requests(self.drain_state, self.in_flight, timeout_s, retry_after_s=retry_after_s)
 
     def model(self, name: str) -> ServedModel:
         try:
@@ -148,6 +168,7 @@ class GatewayService:
         admitted: Admitted | None = None
         try:
             served = self.model(body.model)
+            self.drain_state.refuse_new(served.admission.retry_after_s)
             served.check_can_serve()
             # Admission first: a request counts against the bound from the moment it is
             # parsed, so a burst cannot wait unbounded in a tokenisation backlog.
@@ -176,6 +197,8 @@ class GatewayService:
                 self.metrics.count_request(model, endpoint, str(status), caller.name)
                 if isinstance(exc, OverloadedError):
                     self.metrics.count_rejected(model, caller.name, exc.reason)
+                elif isinstance(exc, ServerDrainingError):
+                    self.metrics.rejected.labels(model, "draining").inc()
                 log_request(request_id=trace_id, model=model, endpoint=endpoint, status=status,
                             key=caller.name, error=type(exc).__name__)
             raise
@@ -221,18 +244,34 @@ class _Call:
         self.last: GenerationChunk | None = None
         self.retried = False
         self.closed = False
+        self.cut_by: ServerDrainingError | None = None  # set when a drain cuts the request
+        self._waiting: asyncio.Timeout | None = None  # the deadline of the chunk awaited now
         service.metrics.in_flight.labels(served.name).inc()
         service.metrics.key_in_flight.labels(self.key).inc()
+        service.drain_state.track(self)
+
+    def cut(self, error: ServerDrainingError) -> None:
+        """End the request with ``error``: at once if it waits for a chunk, else before
+        the next one."""
+        self.cut_by = self.cut_by or error
+        if self._waiting is not None and not self._waiting.expired():
+            self._waiting.reschedule(asyncio.get_running_loop().time())
 
     async def _next(self) -> GenerationChunk | None:
+        if self.cut_by is not None:
+            raise self.cut_by
         try:
-            async with asyncio.timeout_at(self.deadline):
+            async with asyncio.timeout_at(self.deadline) as self._waiting:
                 chunk = await anext(self.chunks, None)
         except TimeoutError:
+            if self.cut_by is not None:
+                raise self.cut_by from None
             raise DeadlineExceededError(
                 f"the request did not finish within {self.service.request_timeout_s:g} s "
                 "and was cancelled"
             ) from None
+        finally:
+            self._waiting = None
         if chunk is not None:
             self.last = chunk
         return chunk
@@ -315,6 +354,7 @@ class _Call:
         if self.closed:
             return
         self.closed = True
+        self.service.drain_state.forget(self)
         last = self.last
         # Without a chunk the engine may still have read the prompt: charge it.
         used = last.prompt_tokens + last.completion_tokens if last else len(self.request.prompt_token_ids)
