@@ -19,6 +19,7 @@ from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.replica_status import ReplicaCounts, ServeReplicaWatcher
 from serving.gateway.service import GatewayService, ServedModel
 from serving.gateway.tokenization import PromptTokenizer
+from serving.routing.metrics import routing_collector
 
 log = logging.getLogger("serveout.gateway")
 
@@ -99,7 +100,8 @@ class Gateway:
         return {
             "app": c.app_name,
             "model": c.model.name,
-            "replicas": {"ready": counts.ready, "starting": counts.starting},
+            "replicas": {"ready": counts.ready, "starting": counts.starting,
+                         "failed": routing_collector(self._registry).failed_replicas()},
             "tensor_parallel_size": c.model.tensor_parallel_size,
             "routing_policy": c.routing.policy.value,
             "autoscaling": c.autoscaling.model_dump() if c.autoscaling.enabled else None,

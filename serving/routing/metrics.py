@@ -154,6 +154,12 @@ class RoutingMetricsCollector:
         with self._lock:
             self._sources.add(source)
 
+    def failed_replicas(self) -> list[str]:
+        """Live replicas some router skips because a request to them failed (sorted)."""
+        with self._lock:
+            sources = list(self._sources)
+        return sorted({replica for source in sources for replica in source.snapshot().failed})
+
     def describe(self) -> list[Metric]:
         """The families this collector owns (lets the registry catch name clashes)."""
         return list(_families([]))

@@ -134,3 +134,18 @@ def test_someone_else_registering_our_names_is_caught(registry):
 def test_every_engine_family_reads_an_engine_stats_field():
     fields = {f.name for f in dataclasses.fields(EngineStats)}
     assert {spec.stat for spec in _ENGINE_FAMILIES} <= fields
+
+
+def test_failed_replicas_of_every_router_are_listed_for_status(registry):
+    collector = routing_collector(registry)
+    first, second = RouterMetrics("chat"), RouterMetrics("code")
+    collector.attach(first)
+    collector.attach(second)
+    assert collector.failed_replicas() == []
+    first.set_failed(frozenset({"r2"}))
+    second.set_failed(frozenset({"r9", "r2"}))
+    assert collector.failed_replicas() == ["r2", "r9"]
+    first.set_failed(frozenset())
+    assert collector.failed_replicas() == ["r2", "r9"]
+    second.set_failed(frozenset({"r9"}))
+    assert collector.failed_replicas() == ["r9"]
