@@ -94,16 +94,21 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "results" / "serving_overhead.json")
     parser.add_argument("--stream-intervals", default="1,4",
                         help="serveout engine stream_interval values to measure (1 = same as bare vLLM)")
+    parser.add_argument("--serve-env", default="", metavar="KEY=VALUE,...",
+                        help="extra environment for serveout's Ray cluster (e.g. Serve's fast-path switches)")
     args = parser.parse_args()
+    extra_env = dict(item.split("=", 1) for item in args.serve_env.split(",") if item)
     if os.geteuid() == 0 and not in_loopback_netns():
         reexec_in_loopback_netns(python_argv("benchmarks.serving_overhead", sys.argv[1:]))
     bare = bare_vllm(8100)
+    os.environ.update(extra_env)  # before this process starts Ray: every Ray process inherits it
     stacks = serveout_stack(8000, [int(v) for v in args.stream_intervals.split(",")])
     for stack in stacks:
         console.print(table(bare, stack))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     as_dict = lambda r: {k: asdict(v) if isinstance(v, RunFigures) else v for k, v in r.items()}
-    args.out.write_text(json.dumps({"bare_vllm": as_dict(bare), "serveout": [as_dict(s) for s in stacks]}, indent=2))
+    args.out.write_text(json.dumps({"bare_vllm": as_dict(bare), "serve_env": extra_env,
+                                        "serveout": [as_dict(s) for s in stacks]}, indent=2))
     console.print(f"figures written to {args.out}")
 
 
