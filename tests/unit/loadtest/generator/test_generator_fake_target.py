@@ -76,7 +76,10 @@ def test_closed_loop_counts_every_kind_of_failure(tmp_path, server):
     assert stage.tokens.output_total == 120
     # the server's own counter: every ok token plus the 2 streamed before each failure mid-stream
     assert stage.server.generation_tokens_delta == 120 + 2 * 5 + 2 * 5
-    assert summary.passed is True and stage.slo.good_requests == 10
+    assert stage.slo.passed is True and stage.slo.good_requests == 10
+    # the run passes unless this shared machine made the generator miss its own bounds
+    # (then the measurement is invalid and never a pass: docs/loadtest.md)
+    assert summary.passed is stage.validity.valid, stage.validity
     # outputs
     assert load_summary(out) == summary
     rows = (out / "requests.csv").read_text().splitlines()
