@@ -66,6 +66,8 @@ class ServerDrainingError(RequestError):
     """The gateway is shutting down (HTTP 503 + Retry-After, code ``server_draining``):
     it refuses new requests, and cuts those still running at the drain deadline."""
 
+    reason = "draining"  # the rejection reason in metrics, as OverloadedError's
+
     def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s

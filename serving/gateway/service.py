@@ -195,10 +195,8 @@ class GatewayService:
                 model = body.model if body.model in self.models else "unknown"
                 status = map_error(exc).status
                 self.metrics.count_request(model, endpoint, str(status), caller.name)
-                if isinstance(exc, OverloadedError):
+                if isinstance(exc, (OverloadedError, ServerDrainingError)):
                     self.metrics.count_rejected(model, caller.name, exc.reason)
-                elif isinstance(exc, ServerDrainingError):
-                    self.metrics.rejected.labels(model, "draining").inc()
                 log_request(request_id=trace_id, model=model, endpoint=endpoint, status=status,
                             key=caller.name, error=type(exc).__name__)
             raise

@@ -13,22 +13,9 @@ from sweep.loop import run_sweep
 from sweep.measurer import ServeoutMeasurer
 from sweep.results_folder import ResultsFolder
 from sweep.spec_file import load_price_table, load_sweep_spec
-from tests.paths import REPO
+from tests.integration.settings import SWEEP_SPEC as SPEC
 
 pytestmark = pytest.mark.integration
-
-SPEC = {
-    "name": "it-sweep",
-    "model": "smollm2-135m-instruct",
-    "prices": str(REPO / "sweeps" / "prices.yaml"),
-    "traffic": {"profile": {"name": "poisson", "rate_rps": 1.0},
-                "workload": {"name": "random", "input_tokens": 64, "output_tokens": 16},
-                "duration_s": "8s", "warmup_s": "2s", "seed": 1},
-    "slo": {"ttft_p95": "20s", "e2e_p95": "60s", "min_goodput_share": 0.5},
-    "space": {"tensor_parallel": [1], "replicas": {"min": 1, "max": 2}},
-    "budget": {"accelerator": "cpu", "nodes": 1, "accelerators_per_node": 2, "accelerators_per_rank": 1},
-    "search": {"strategy": "grid"},
-}
 
 
 class CountingMeasurer:

@@ -24,8 +24,7 @@ from sweep.loop import run_sweep
 from sweep.measurer import ServeoutMeasurer
 from sweep.results_folder import ResultsFolder
 from sweep.spec_file import load_price_table, load_sweep_spec
-from tests.integration.settings import PORT
-from tests.paths import REPO
+from tests.integration.settings import PORT, SWEEP_SPEC
 
 pytestmark = pytest.mark.integration
 
@@ -76,16 +75,8 @@ def test_a_streamed_chat_completion_through_two_ranks(tp_stack):
 def test_the_sweeps_tp2_candidate_deploys_and_is_measured(tp_stack, tmp_path):
     spec_path = tmp_path / "sweep.yaml"
     spec_path.write_text(yaml.safe_dump({
-        "name": "it-tp2",
-        "model": TP_MODEL,
-        "prices": str(REPO / "sweeps" / "prices.yaml"),
-        "traffic": {"profile": {"name": "poisson", "rate_rps": 1.0},
-                    "workload": {"name": "random", "input_tokens": 64, "output_tokens": 16},
-                    "duration_s": "8s", "warmup_s": "2s", "seed": 1},
-        "slo": {"ttft_p95": "20s", "e2e_p95": "60s", "min_goodput_share": 0.5},
+        **SWEEP_SPEC, "name": "it-tp2", "model": TP_MODEL,
         "space": {"tensor_parallel": [2], "replicas": {"min": 1, "max": 1}},
-        "budget": {"accelerator": "cpu", "nodes": 1, "accelerators_per_node": 2, "accelerators_per_rank": 1},
-        "search": {"strategy": "grid"},
     }))
     spec = load_sweep_spec(spec_path)
     out = tmp_path / "results"
