@@ -6,7 +6,12 @@ offered load to the stack under prefix-affinity, least-loaded and round-robin; t
 engines' own prefix-cache counters give the hit rate. Then queue-depth autoscaling
 (1..2 replicas) is timed: load step -> second replica serving, load stop -> back to 1.
 
+With ``--gateway-replicas 1,2`` every policy is measured behind one and then two
+gateway replicas (each with its own router), and the table adds the hit rate with N
+gateways against one.
+
     .venv/bin/python -m benchmarks.routing_policies [--prefixes 48] [--repeats 2] [--skip-autoscaling]
+        [--gateway-replicas 1,2]
 """
 
 from __future__ import annotations
@@ -61,16 +66,19 @@ def engine_totals(url: str) -> dict[str, float]:
     return totals
 
 
-def measure_policy(cluster: LocalCluster, policy: str, bodies: list[dict], args: argparse.Namespace) -> dict:
+def measure_policy(cluster: LocalCluster, policy: str, gateways: int, bodies: list[dict],
+                   args: argparse.Namespace) -> dict:
     catalog = ModelCatalog(REPO / "models")
     config = build_stack_config(
         {"replicas": {"num_replicas": 2}, "engine": {"kv_cache_space_gib": args.kv_cache_gib},
-         "routing": {"policy": policy, "imbalance_threshold": args.imbalance_threshold}},
+         "routing": {"policy": policy, "imbalance_threshold": args.imbalance_threshold},
+         "gateway": {"replicas": gateways}},
         catalog=catalog, resolve_path=ModelStore(catalog).require)
     concurrency = args.concurrency
-    with console.status(f"deploying with {policy}") as status:
-        url = cluster.deploy(config, on_progress=lambda s: status.update(f"{policy}: {s}"))
-    with console.status(f"measuring {policy}"):
+    label = f"{policy}, {gateways} gateway(s)"
+    with console.status(f"deploying with {label}") as status:
+        url = cluster.deploy(config, on_progress=lambda s: status.update(f"{label}: {s}"))
+    with console.status(f"measuring {label}"):
         before = engine_totals(url)
         figures = asyncio.run(run_bodies(url, bodies, concurrency=concurrency))
         time.sleep(3)  # replica stats reach the gateway one period later
@@ -79,8 +87,10 @@ def measure_policy(cluster: LocalCluster, policy: str, bodies: list[dict], args:
     hits = delta.get("serveout_engine_prefix_cache_hits_total", 0)
     queries = delta.get("serveout_engine_prefix_cache_queries_total", 0)
     decisions = {k.split(":", 1)[1]: int(v) for k, v in delta.items() if k.startswith("decision:") and v}
-    return {"policy": policy, "hit_rate": hits / queries if queries else 0.0, "figures": asdict(figures),
-            "decisions": decisions}
+    # With several gateways, /metrics is one gateway's: its own routing decisions only
+    # (the engine counters are every engine's, whichever gateway reports them).
+    return {"policy": policy, "gateways": gateways, "hit_rate": hits / queries if queries else 0.0,
+            "figures": asdict(figures), "decisions": decisions}
 
 
 def measure_autoscaling(cluster: LocalCluster) -> dict:
@@ -140,6 +150,7 @@ def main() -> None:
     parser.add_argument("--kv-cache-gib", type=float, default=0.5, help="KV cache per replica")
     parser.add_argument("--imbalance-threshold", type=int, default=4)
     parser.add_argument("--policies", default="round-robin,least-loaded,prefix-affinity")
+    parser.add_argument("--gateway-replicas", default="1", help="gateway replica counts to measure, e.g. 1,2")
     parser.add_argument("--skip-autoscaling", action="store_true")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "routing_policies.json")
     args = parser.parse_args()
@@ -148,20 +159,30 @@ def main() -> None:
     bodies = shared_prefix_bodies(args.prefixes, args.prefix_words, args.repeats, seed=7)
     results = []
     with LocalCluster(ClusterOptions()) as cluster:
-        for policy in args.policies.split(","):
-            results.append(measure_policy(cluster, policy, bodies, args))
+        for gateways in [int(n) for n in args.gateway_replicas.split(",")]:
+            for policy in args.policies.split(","):
+                results.append(measure_policy(cluster, policy, gateways, bodies, args))
         scaling = None if args.skip_autoscaling else measure_autoscaling(cluster)
-    base = next((r for r in results if r["policy"] == "round-robin"), results[-1])
+    def base(r: dict) -> dict:
+        same = [o for o in results if o["gateways"] == r["gateways"]]
+        return next((o for o in same if o["policy"] == "round-robin"), same[-1])
+
+    def one_gateway(r: dict) -> dict:
+        return next((o for o in results if o["policy"] == r["policy"] and o["gateways"] == 1), r)
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}x" if b else "-"
+
     table = Table(title=f"routing on 2 replicas: {len(bodies)} requests, {args.prefixes} shared prefixes "
                         f"of ~{args.prefix_words} words x {args.repeats}, concurrency {args.concurrency}, KV cache "
                         f"{args.kv_cache_gib} GiB/replica, imbalance threshold {args.imbalance_threshold}")
-    for col in ("policy", "engine prefix hit rate", "vs round-robin", "TTFT p50 (ms)", "TTFT p95 (ms)",
-                "output tok/s", "routing decisions"):
+    for col in ("policy", "gateways", "engine prefix hit rate", "vs round-robin", "vs 1 gateway",
+                "TTFT p50 (ms)", "TTFT p95 (ms)", "output tok/s", "routing decisions (one gateway's)"):
         table.add_column(col)
     for r in results:
         f = r["figures"]
-        table.add_row(r["policy"], f"{r['hit_rate']:.3f}",
-                      f"{r['hit_rate'] / base['hit_rate']:.2f}x" if base["hit_rate"] else "-",
+        table.add_row(r["policy"], str(r["gateways"]), f"{r['hit_rate']:.3f}",
+                      ratio(r["hit_rate"], base(r)["hit_rate"]), ratio(r["hit_rate"], one_gateway(r)["hit_rate"]),
                       f"{f['ttft_p50_ms']:.0f}", f"{f['ttft_p95_ms']:.0f}", f"{f['output_tok_s']:.1f}",
                       ", ".join(f"{k} {v}" for k, v in sorted(r["decisions"].items())))
     console.print(table)

@@ -2,7 +2,9 @@
 
 Two deployments: ``engine`` (N vLLM replicas, each in its own placement group,
 routed by serveout's request router, optionally autoscaled on engine queue depth)
-and ``gateway`` (the FastAPI ingress). The sweep calls :func:`build_app` too.
+and ``gateway`` (the FastAPI ingress: ``gateway.replicas`` of them, or autoscaled on
+their own requests in flight; Serve's proxy spreads requests over them by load, and
+each runs its own copy of the request router). The sweep calls :func:`build_app` too.
 
 Stopping a replica (scale-down, redeploy, ``serve.delete``): it leaves routing, Serve
 waits until its requests have finished, then calls its ``__del__``, and kills it
@@ -22,6 +24,7 @@ from serving.autoscaling import autoscaling_config
 from serving.config.stack import StackConfig
 from serving.engine.placement import engine_runtime_env, placement_bundles
 from serving.engine.replica import EngineReplica
+from serving.gateway.admission import share_of
 from serving.gateway.ingress import Gateway
 from serving.routing.serve_router import request_router_config
 
@@ -65,10 +68,12 @@ def engine_deployment_options(config: StackConfig) -> dict:
 
 
 def gateway_deployment_options(config: StackConfig) -> dict:
-    limit = config.gateway.max_in_flight
-    return dict(
+    gateway = config.gateway
+    # A replica's largest share of the app's admission bound: with the fewest replicas.
+    fewest = gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
+    limit = share_of(gateway.max_in_flight, fewest)
+    options = dict(
         name=GATEWAY_DEPLOYMENT,
-        num_replicas=1,
         # Serve's own bounds sit well above the gateway's admission limit, so overload
         # is answered by the gateway (429 + OpenAI body) within milliseconds; the proxy's
         # bounded queue (503 past it) only absorbs bursts while the gateway answers.
@@ -81,6 +86,16 @@ def gateway_deployment_options(config: StackConfig) -> dict:
         graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
         ray_actor_options={"num_cpus": 0, "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1"}}},
     )
+    if gateway.autoscaling.enabled:
+        # Serve's default policy on the gateway's own requests in flight.
+        options["autoscaling_config"] = {
+            "min_replicas": gateway.autoscaling.min_replicas,
+            "max_replicas": gateway.autoscaling.max_replicas,
+            "target_ongoing_requests": gateway.autoscaling.target_in_flight,
+        }
+    else:
+        options["num_replicas"] = gateway.replicas
+    return options
 
 
 def build_app(config: StackConfig) -> Application:

@@ -26,7 +26,7 @@ from rich.table import Table
 from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, read_stack_file
 from serving.config.model_spec import Dtype, ModelCatalog
 from serving.config.stack import ENGINE_KINDS, KeyLimits, NullBackend, RoutingPolicyName, StackConfig
-from serving.errors import ServeoutError
+from serving.errors import ConfigError, ServeoutError
 from serving.gateway.api_keys import KeyEntry, read_keys_file
 from serving.manifests import add_render_command
 from serving.model_store import ModelStore, default_home, models_dir
@@ -78,6 +78,14 @@ def prepare_in_subprocess(name: str) -> None:
 # --- up / status / down -----------------------------------------------------------
 
 
+def gateway_bounds(text: str) -> tuple[int, int]:
+    """``"1..4"`` -> ``(1, 4)``; a :class:`ConfigError` names the flag otherwise."""
+    low, sep, high = text.partition("..")
+    if not sep or not low.strip().isdigit() or not high.strip().isdigit():
+        raise ConfigError(f"--gateway-autoscale wants MIN..MAX, e.g. 1..4, got {text!r}")
+    return int(low), int(high)
+
+
 def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> StackConfig:
     data = read_stack_file(Path(args.config)) if args.config else {}
     if args.model:
@@ -88,6 +96,7 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
         "replicas": {"num_replicas": args.replicas, "cpus_per_rank": args.cpus_per_rank},
         "routing": {"policy": args.routing},
         "gateway": {"host": args.host, "port": args.port, "max_in_flight": args.max_in_flight,
+                    "replicas": args.gateway_replicas,
                     "api_keys_file": args.api_keys_file, "metrics_public": args.metrics_public},
         "drain": {"timeout_s": args.drain_timeout},
     }
@@ -101,6 +110,11 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
             "target_queue_per_replica": args.target_queue,
             "upscale_delay_s": args.upscale_delay, "downscale_delay_s": args.downscale_delay,
         }
+    if args.gateway_autoscale:
+        low, high = gateway_bounds(args.gateway_autoscale)
+        overrides["gateway"]["autoscaling"] = {
+            "enabled": True, "min_replicas": low, "max_replicas": high,
+            "target_in_flight": args.gateway_target_in_flight}
     config = build_stack_config(merge(data, overrides), catalog=store.catalog, resolve_path=store.require)
     keys_file = config.gateway.api_keys_file
     if keys_file is not None and not keys_file.is_absolute():  # the gateway runs elsewhere
@@ -280,7 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--routing", choices=[p.value for p in RoutingPolicyName])
     up.add_argument("--host")
     up.add_argument("--port", type=int)
-    up.add_argument("--max-in-flight", type=int, help="admission bound before 429s")
+    up.add_argument("--max-in-flight", type=int, help="admission bound before 429s (for the whole app)")
+    up.add_argument("--gateway-replicas", type=int, metavar="N",
+                    help="gateway replicas (default 1); each admits its share of --max-in-flight")
+    up.add_argument("--gateway-autoscale", metavar="MIN..MAX",
+                    help="autoscale the gateways on their own requests in flight between MIN and MAX")
+    up.add_argument("--gateway-target-in-flight", type=int, metavar="N",
+                    help="with --gateway-autoscale: requests in flight per gateway replica (default 64)")
     up.add_argument("--drain-timeout", type=float, metavar="SECONDS",
                     help="on shutdown or scale-down, how long requests in flight may finish (default 30)")
     up.add_argument("--api-keys-file", help="require API keys, one per line: `name:key rpm=60 "

@@ -88,13 +88,37 @@ class KeyLimits(Strict):
     concurrency: int | None = Field(None, ge=1, description="requests of the key in flight at once")
 
 
+class GatewayAutoscalingSpec(Strict):
+    """Autoscaling of the gateway deployment on its own in-flight requests (off = the
+    fixed ``gateway.replicas``)."""
+
+    enabled: bool = False
+    min_replicas: int = Field(1, ge=1)
+    max_replicas: int = Field(1, ge=1)
+    target_in_flight: int = Field(
+        64, ge=1, description="requests in flight each gateway replica should carry"
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "GatewayAutoscalingSpec":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("gateway autoscaling min_replicas must be <= max_replicas")
+        return self
+
+
 class GatewaySpec(Strict):
     """The HTTP front door."""
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+    replicas: int = Field(
+        1, ge=1, description="gateway replicas when gateway autoscaling is off; each admits "
+        "its share of max_in_flight"
+    )
+    autoscaling: GatewayAutoscalingSpec = GatewayAutoscalingSpec()
     max_in_flight: int = Field(
-        256, ge=1, description="admission bound per model; beyond it requests get 429"
+        256, ge=1, description="admission bound per model for the whole app (every gateway "
+        "replica together); beyond it requests get 429"
     )
     retry_after_s: int = Field(1, ge=1)
     max_body_bytes: int = Field(1_048_576, ge=1024)
@@ -116,6 +140,11 @@ class GatewaySpec(Strict):
         5.0, gt=0, description="a key is active (gets a fair share of max_in_flight) while it has "
         "requests in flight and for this long after its last one",
     )
+
+    @property
+    def max_replica_count(self) -> int:
+        """The most gateway replicas this config can run at once."""
+        return self.autoscaling.max_replicas if self.autoscaling.enabled else self.replicas
 
     @model_validator(mode="after")
     def _limits_need_keys(self) -> "GatewaySpec":

@@ -12,6 +12,12 @@ cannot take the whole bound: the share a light key does not use stays free for i
 next request. A key alone may use the whole bound. (Its requests already in flight
 when a second key arrives drain normally, so that key's first request can still
 meet a full bound; from then on it counts as active and finds room.)
+
+Several gateway replicas: the bound and every key's concurrency are app-wide; each of
+N gateway replicas admits ``floor(bound / N)`` (at least 1), see :func:`share_of`, so
+together they never hold more than the bound. Fair sharing between keys is per gateway
+replica. Serve's proxy spreads requests over the gateways by their load, so one gateway
+refusing while another has room is rare; a client's retry usually lands elsewhere.
 """
 
 from __future__ import annotations
@@ -22,6 +28,11 @@ from collections.abc import Callable
 
 from serving.errors import OverloadedError, RateLimitedError
 from serving.gateway.api_keys import ANONYMOUS
+
+
+def share_of(limit: int, gateways: int) -> int:
+    """One gateway replica's part of an app-wide ``limit`` shared by ``gateways`` (>= 1)."""
+    return max(1, limit // max(1, gateways))
 
 
 class AdmissionTicket:
@@ -38,19 +49,28 @@ class AdmissionTicket:
 
 
 class AdmissionController:
-    """Counts in-flight requests against ``limit``, overall and per key."""
+    """Counts in-flight requests against ``limit`` (this gateway replica's share of the
+    app's ``app_limit``), overall and per key."""
 
     def __init__(self, limit: int, *, retry_after_s: int = 1, active_window_s: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, gateways: int = 1) -> None:
         if limit < 1:
             raise ValueError("admission limit must be >= 1")
-        self.limit = limit
+        self.app_limit = limit
+        self.gateways = gateways
+        self.limit = share_of(limit, gateways)
         self.retry_after_s = retry_after_s
         self.active_window_s = active_window_s
         self._clock = clock
         self._in_flight = 0
         self._per_key: dict[str, int] = {}
         self._seen: dict[str, float] = {}  # key -> last arrival or finish (bounded: key names)
+
+    def set_gateways(self, gateways: int) -> None:
+        """Admit this replica's share of the app's bound among ``gateways`` from now on
+        (requests in flight stay; a smaller share only refuses new ones)."""
+        self.gateways = max(1, gateways)
+        self.limit = share_of(self.app_limit, self.gateways)
 
     @property
     def in_flight(self) -> int:
@@ -76,10 +96,12 @@ class AdmissionController:
         ``concurrency`` (:class:`RateLimitedError`), its fair share, or the bound."""
         self._seen[key] = self._clock()
         mine = self.in_flight_of(key)
-        if concurrency is not None and mine >= concurrency:
+        if concurrency is not None and mine >= share_of(concurrency, self.gateways):
             raise RateLimitedError(
-                f"this API key may have {concurrency} request(s) in flight at once; retry after "
-                f"one finishes", retry_after_s=self.retry_after_s, reason="concurrency")
+                f"this API key may have {concurrency} request(s) in flight at once"
+                + (f" ({share_of(concurrency, self.gateways)} through each of {self.gateways} "
+                   "gateway replicas)" if self.gateways > 1 else "")
+                + "; retry after one finishes", retry_after_s=self.retry_after_s, reason="concurrency")
         active = self.active_keys()
         share = self.fair_share(active)
         if active > 1 and mine >= share:

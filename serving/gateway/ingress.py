@@ -1,10 +1,15 @@
 """The gateway as a Ray Serve ingress deployment (builds its FastAPI app per replica),
-and :func:`drain_gateway`, which the process owning the app calls before it stops it."""
+and :func:`drain_gateway`, which the process owning the app calls before it stops it.
+
+There may be several gateway replicas (``gateway.replicas``, or autoscaled on their
+own in-flight requests); each admits its share of the app's limits, updated from
+Serve's count of running gateway replicas (:mod:`serving.gateway.admission`)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 
 from prometheus_client import REGISTRY
 from ray import serve
@@ -14,9 +19,10 @@ from serving.config.stack import StackConfig
 from serving.gateway.admission import AdmissionController
 from serving.gateway.api_keys import KeyRing, read_keys_file
 from serving.gateway.engine_client import ServeHandleEngineClient
+from serving.gateway.key_limits import KeyRateLimiter
 from serving.gateway.http_app import build_http_app
 from serving.gateway.metrics import GatewayMetrics
-from serving.gateway.replica_status import ReplicaCounts, ServeReplicaWatcher
+from serving.gateway.replica_status import ReplicaCounts, ServeReplicaWatcher, counts_from_states
 from serving.gateway.service import GatewayService, ServedModel
 from serving.gateway.tokenization import PromptTokenizer
 from serving.routing.metrics import routing_collector
@@ -25,6 +31,11 @@ log = logging.getLogger("serveout.gateway")
 
 DRAIN_CALL_MARGIN_S = 30.0
 """How long :func:`drain_gateway` waits for the gateway beyond the drain itself."""
+DRAIN_ANSWER_S = 0.5
+"""How long :func:`drain_gateway` waits for a drain call's answer before it counts the
+call's replica as draining (an idle replica drains within this and answers)."""
+DRAIN_CALLS_PER_REPLICA = 8
+"""The most drain calls :func:`drain_gateway` sends per gateway replica."""
 
 
 @serve.ingress()
@@ -43,14 +54,19 @@ class Gateway:
         self._keys = None  # no keys file: no authentication
         if gateway.api_keys_file is not None:
             self._keys = KeyRing(read_keys_file(gateway.api_keys_file, defaults=gateway.key_limits))
-        self._watcher = ServeReplicaWatcher(
-            config.app_name, engine_name, on_update=self._publish_replicas
-        )
-        self._watcher.start()
+        context = serve.get_replica_context()
+        self._replica_id = context.replica_id.unique_id
+        # Until Serve's count arrives, assume the replicas the deployment starts with.
+        starting = gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
         self._admission = AdmissionController(
             gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
-            active_window_s=gateway.fair_share_window_s,
+            active_window_s=gateway.fair_share_window_s, gateways=starting,
         )
+        self._rate_limiter = KeyRateLimiter(gateways=starting)
+        self._watcher = ServeReplicaWatcher(
+            config.app_name, engine_name, gateway=context.deployment, on_update=self._publish_replicas
+        )
+        self._watcher.start()
         served = ServedModel(
             name=model,
             max_model_len=config.model.max_model_len,
@@ -64,6 +80,7 @@ class Gateway:
             [served], self._metrics,
             request_timeout_s=gateway.request_timeout_s,
             log_prompts=gateway.log_prompts,
+            rate_limiter=self._rate_limiter,
         )
 
     def __serve_build_asgi_app__(self):
@@ -77,22 +94,28 @@ class Gateway:
             echo_request_id=False,  # Serve's proxy returns the id it passed us
         )
 
-    async def drain(self, timeout_s: float | None = None) -> dict[str, int]:
+    async def drain(self, timeout_s: float | None = None) -> dict:
         """Stop taking requests (``/health`` 503 draining, new completions 503
         ``server_draining``), let those in flight finish for up to ``timeout_s`` (default
-        ``drain.timeout_s``), cut the rest with an error their clients see; returns the
-        :class:`~serving.gateway.drain.DrainReport` as a dict. Called through a handle
+        ``drain.timeout_s``), cut the rest with an error their clients see; returns this
+        replica's id and its :class:`~serving.gateway.drain.DrainReport` (``None`` when it
+        was already draining: another call owns that report). Called through a handle
         (:func:`drain_gateway`): Serve tells a replica nothing before stopping it."""
+        if self._service.draining:
+            return {"replica": self._replica_id, "report": None}
         timeout = self._config.drain.timeout_s if timeout_s is None else timeout_s
         report = await self._service.drain(timeout, retry_after_s=self._config.gateway.retry_after_s)
         log.info(json.dumps({"event": "drained", "timeout_s": timeout, **report.to_dict()}))
-        return report.to_dict()
+        return {"replica": self._replica_id, "report": report.to_dict()}
 
-    def _publish_replicas(self, counts: ReplicaCounts) -> None:
+    def _publish_replicas(self, engines: ReplicaCounts, gateways: ReplicaCounts) -> None:
         gauge, model = self._metrics.replicas, self._config.model.name
-        gauge.labels(model, "ready").set(counts.ready)
-        gauge.labels(model, "starting").set(counts.starting)
-        gauge.labels(model, "desired").set(counts.desired)
+        gauge.labels(model, "ready").set(engines.ready)
+        gauge.labels(model, "starting").set(engines.starting)
+        gauge.labels(model, "desired").set(engines.desired)
+        if gateways.ready:
+            self._admission.set_gateways(gateways.ready)
+            self._rate_limiter.set_gateways(gateways.ready)
 
     def _status(self) -> dict:
         c = self._config
@@ -106,8 +129,10 @@ class Gateway:
             "routing_policy": c.routing.policy.value,
             "autoscaling": c.autoscaling.model_dump() if c.autoscaling.enabled else None,
             "draining": self._service.draining,
+            "gateway": {"replica": self._replica_id, "replicas": self._admission.gateways},
             "in_flight": self._admission.in_flight,
             "admission_limit": self._admission.limit,
+            "app_admission_limit": self._admission.app_limit,
             "api_keys": len(self._keys.names) if self._keys else None,
             "active_keys": self._admission.active_keys(),
             "fair_share": self._admission.fair_share(),
@@ -115,10 +140,33 @@ class Gateway:
 
 
 def drain_gateway(config: StackConfig, timeout_s: float | None = None) -> dict[str, int]:
-    """Drain the gateway of ``config``'s running app for ``timeout_s`` (default
-    ``drain.timeout_s``) and return its report; blocks until the drain ends. Call it
-    before ``serve.shutdown``, which would otherwise cut the streams in flight (it kills
-    the HTTP proxies at once). Needs a Ray driver."""
+    """Drain every gateway replica of ``config``'s running app for ``timeout_s``
+    (default ``drain.timeout_s``); returns their reports summed and ``gateways``, how
+    many drained. Blocks until the drains end. Call it before ``serve.shutdown``, which
+    would otherwise cut the streams in flight (it kills the HTTP proxies at once).
+    Needs a Ray driver.
+
+    A handle cannot address one replica, so calls go out one by one until every
+    running gateway replica is draining: a call reaching a replica that already drains
+    answers at once with no report (then another call goes out), and Serve's router
+    prefers the replicas without a drain call in flight."""
     timeout = config.drain.timeout_s if timeout_s is None else timeout_s
     handle = serve.get_app_handle(config.app_name)
-    return handle.drain.remote(timeout).result(timeout_s=timeout + DRAIN_CALL_MARGIN_S)
+    deployment = serve.status().applications[config.app_name].deployments[handle.deployment_name]
+    gateways = max(1, counts_from_states(deployment.replica_states).ready)
+    reports, draining = [], []
+    for _ in range(DRAIN_CALLS_PER_REPLICA * gateways):
+        if len(reports) + len(draining) >= gateways:
+            break
+        response = handle.drain.remote(timeout)
+        try:
+            answer = response.result(timeout_s=DRAIN_ANSWER_S)
+        except TimeoutError:  # this call started a drain that is still waiting on requests
+            draining.append(response)
+            continue
+        if answer["report"] is not None:
+            reports.append(answer["report"])
+    deadline = time.monotonic() + timeout + DRAIN_CALL_MARGIN_S
+    reports += [r.result(timeout_s=max(1.0, deadline - time.monotonic()))["report"] for r in draining]
+    summed = {key: sum(report[key] for report in reports) for key in ("in_flight", "cut", "left")}
+    return {"gateways": len(reports), **summed}

@@ -7,6 +7,10 @@ admitted. Tokens are reserved, then corrected: once tokenised, a request reserve
 ``prompt + n * max_tokens`` (the most it can use), and when it ends it gives back
 what it did not use, so the budget ends up charged with the real usage. A refusal
 says when the budget will hold enough again (Retry-After: whole seconds, >= 1).
+
+With N gateway replicas each one enforces ``1/N`` of every limit (Serve's proxy
+spreads a key's requests over them), so the app as a whole holds the key to its
+limit; :meth:`KeyRateLimiter.set_gateways` rescales the budgets when N changes.
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ class TokenBucket:
         self._refill(now)
         return max(0.0, (amount - self.level) / self.rate)
 
+    def scale(self, factor: float, now: float) -> None:
+        """Multiply the budget, its refill rate and its level by ``factor``."""
+        self._refill(now)
+        self.capacity, self.rate, self.level = (
+            self.capacity * factor, self.rate * factor, self.level * factor)
+
     def add(self, amount: float, now: float) -> None:
         """Take (negative ``amount``) or give back, never above capacity."""
         self._refill(now)
@@ -50,9 +60,19 @@ def retry_after(wait_s: float) -> int:
 class KeyRateLimiter:
     """The rpm and tpm budgets of every key (one bucket per key name and limit)."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, gateways: int = 1) -> None:
         self.clock = clock
+        self.gateways = gateways
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def set_gateways(self, gateways: int) -> None:
+        """Enforce ``1/gateways`` of every limit from now on (budgets keep their fill)."""
+        if gateways < 1 or gateways == self.gateways:
+            return
+        factor, now = self.gateways / gateways, self.clock()
+        for bucket in self._buckets.values():
+            bucket.scale(factor, now)
+        self.gateways = gateways
 
     def bucket(self, caller: Caller, limit: str) -> TokenBucket | None:
         per_minute = getattr(caller.limits, limit)
@@ -60,7 +80,7 @@ class KeyRateLimiter:
             return None
         key = (caller.name, limit)
         if key not in self._buckets:
-            self._buckets[key] = TokenBucket(per_minute, self.clock())
+            self._buckets[key] = TokenBucket(per_minute / self.gateways, self.clock())
         return self._buckets[key]
 
     def admit(self, caller: Caller) -> "RequestBudget":
@@ -93,13 +113,15 @@ class RequestBudget:
         if bucket is None:
             return
         tpm = self._caller.limits.tpm
-        if tokens > bucket.capacity:
+        if tokens > tpm:
             raise InvalidRequestError(
                 f"this request may use {tokens} tokens (prompt + n * max_tokens), more than "
                 f"API key `{self._caller.name}` may use per minute ({tpm}); lower max_tokens",
                 param="max_tokens")
         now = self._limiter.clock()
-        wait = bucket.wait_s(tokens, now)
+        # This gateway's share may be below one request's tokens: a full budget then
+        # lends the rest (the level goes negative and refills).
+        wait = bucket.wait_s(min(tokens, bucket.capacity), now)
         if wait > 0:
             raise RateLimitedError(
                 f"rate limit reached for API key `{self._caller.name}` on tokens per minute "

@@ -1,8 +1,9 @@
-"""How many engine replicas can serve: polled from Serve's controller.
+"""How many engine (and gateway) replicas can serve: polled from Serve's controller.
 
 The gateway's ``/health`` (ready only when a replica can serve), its 503 when no
 replica can serve and none is starting, and the ``serveout_replicas`` gauge all
-read the latest :class:`ReplicaCounts`.
+read the latest :class:`ReplicaCounts` of the engine deployment; the gateway's own
+count sets each gateway replica's share of the app's limits.
 """
 
 from __future__ import annotations
@@ -37,12 +38,15 @@ def counts_from_states(replica_states: dict) -> ReplicaCounts:
 
 
 class ServeReplicaWatcher:
-    """Polls ``serve.status()`` in the background for one deployment."""
+    """Polls ``serve.status()`` in the background for the engine ``deployment``
+    (:attr:`counts`) and, optionally, the ``gateway`` deployment (:attr:`gateway_counts`)."""
 
-    def __init__(self, app_name: str, deployment: str, *, period_s: float = 1.0,
-                 on_update: Callable[[ReplicaCounts], None] | None = None) -> None:
-        self.app_name, self.deployment, self.period_s = app_name, deployment, period_s
+    def __init__(self, app_name: str, deployment: str, *, gateway: str | None = None,
+                 period_s: float = 1.0,
+                 on_update: Callable[[ReplicaCounts, ReplicaCounts], None] | None = None) -> None:
+        self.app_name, self.deployment, self.gateway, self.period_s = app_name, deployment, gateway, period_s
         self.counts = ReplicaCounts()
+        self.gateway_counts = ReplicaCounts()
         self._on_update = on_update
         self._task: asyncio.Task | None = None
 
@@ -56,10 +60,12 @@ class ServeReplicaWatcher:
         while True:
             try:
                 status = await asyncio.to_thread(serve.status)
-                deployment = status.applications[self.app_name].deployments[self.deployment]
-                self.counts = counts_from_states(deployment.replica_states)
+                deployments = status.applications[self.app_name].deployments
+                self.counts = counts_from_states(deployments[self.deployment].replica_states)
+                if self.gateway is not None:
+                    self.gateway_counts = counts_from_states(deployments[self.gateway].replica_states)
                 if self._on_update is not None:
-                    self._on_update(self.counts)
+                    self._on_update(self.counts, self.gateway_counts)
             except KeyError:  # the app is being deployed or deleted
                 self.counts = ReplicaCounts()
             except Exception as exc:  # keep watching; the controller may be restarting

@@ -1,7 +1,7 @@
 import pytest
 
 from serving.errors import OverloadedError
-from serving.gateway.admission import AdmissionController
+from serving.gateway.admission import AdmissionController, share_of
 
 
 def test_admits_up_to_the_limit_then_refuses():
@@ -108,3 +108,37 @@ def test_without_keys_the_same_load_refuses_the_light_sender():
     clock = FakeClock()
     counts = simulate(AdmissionController(4, clock=clock), clock, "anonymous", "anonymous")
     assert counts["light", 429] > 0
+
+
+def test_each_gateway_replica_admits_its_share_of_the_app_bound():
+    assert [share_of(10, n) for n in (1, 2, 3, 4, 20)] == [10, 5, 3, 2, 1]
+    gateways = [AdmissionController(10, gateways=3) for _ in range(3)]
+    admitted = 0
+    for controller in gateways:
+        for _ in range(10):
+            try:
+                controller.admit("k")
+                admitted += 1
+            except OverloadedError:
+                pass
+    assert admitted == 9  # never more than the app's bound of 10 together
+
+
+def test_the_share_follows_the_gateway_count_and_keeps_requests_in_flight():
+    controller = AdmissionController(8, gateways=1)
+    tickets = [controller.admit("k") for _ in range(6)]
+    controller.set_gateways(2)
+    assert controller.limit == 4 and controller.in_flight == 6
+    with pytest.raises(OverloadedError):
+        controller.admit("k")
+    for ticket in tickets[:3]:
+        ticket.release()
+    controller.admit("k")  # 3 + 1 <= 4
+
+
+def test_a_keys_concurrency_is_shared_between_gateway_replicas():
+    controller = AdmissionController(100, gateways=2)
+    controller.admit("k", concurrency=4)
+    controller.admit("k", concurrency=4)
+    with pytest.raises(RateLimitedError, match="2 through each of 2 gateway replicas"):
+        controller.admit("k", concurrency=4)

@@ -94,3 +94,40 @@ def test_refill_never_exceeds_the_per_minute_limit():
     rate.admit(alice)
     with pytest.raises(RateLimitedError):
         rate.admit(alice)
+
+
+def test_each_of_n_gateway_replicas_enforces_a_share_of_the_rpm():
+    clock = FakeClock()
+    gateways = [KeyRateLimiter(clock=clock, gateways=2) for _ in range(2)]
+    alice = Caller("alice", KeyLimits(rpm=6))
+    admitted = 0
+    for rate in gateways:
+        for _ in range(6):
+            try:
+                rate.admit(alice)
+                admitted += 1
+            except RateLimitedError:
+                pass
+    assert admitted == 6  # the app as a whole: the key's limit, not 2 x it
+
+
+def test_rescaling_keeps_the_budget_fill_in_proportion():
+    rate, clock = limiter()
+    alice = Caller("alice", KeyLimits(rpm=4))
+    rate.admit(alice)
+    rate.admit(alice)  # half the budget used
+    rate.set_gateways(2)  # budget 2, half used: one more
+    rate.admit(alice)
+    with pytest.raises(RateLimitedError):
+        rate.admit(alice)
+
+
+def test_a_request_larger_than_one_gateways_token_share_still_runs_on_a_full_budget():
+    clock = FakeClock()
+    rate = KeyRateLimiter(clock=clock, gateways=4)
+    alice = Caller("alice", KeyLimits(tpm=1000))
+    rate.admit(alice).reserve_tokens(600)  # > 1000 / 4, <= 1000: lent by the full bucket
+    with pytest.raises(RateLimitedError):  # in debt until the share refills
+        rate.admit(alice).reserve_tokens(10)
+    with pytest.raises(InvalidRequestError):  # more than the key may ever use
+        rate.admit(alice).reserve_tokens(1001)

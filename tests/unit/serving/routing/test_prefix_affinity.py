@@ -98,3 +98,33 @@ def test_without_live_load_concurrent_first_requests_herd_onto_one_replica():
     policy = make_policy(threshold=2)
     firsts = {rank(policy, request(1, 2, 3), loads(a=0, b=0)).order[0] for _ in range(20)}
     assert len(firsts) == 1
+
+
+def test_two_gateways_send_a_new_prefix_to_the_same_home_replica():
+    """Each gateway replica has its own router and index: a prefix neither has seen
+    must still land on one replica, or every gateway would warm a different cache."""
+    replicas = loads(a=0, b=0, c=0, d=0)
+    for first_block in range(20):
+        gateway_1 = PrefixAffinityPolicy(block_tokens=BLOCK, imbalance_threshold=2, max_blocks=100,
+                                         rng=random.Random(1))
+        gateway_2 = PrefixAffinityPolicy(block_tokens=BLOCK, imbalance_threshold=2, max_blocks=100,
+                                         rng=random.Random(2))
+        one = rank(gateway_1, request(first_block, 9), replicas)
+        two = rank(gateway_2, request(first_block, 8), replicas)
+        assert one.decision is two.decision is RoutingDecision.PREFIX_MISS
+        assert one.order[0] == two.order[0]
+
+
+def test_new_prefixes_spread_over_the_replicas_by_their_home():
+    homes = {rank(make_policy(), request(first_block), loads(a=0, b=0, c=0)).order[0]
+             for first_block in range(30)}
+    assert homes == {"a", "b", "c"}
+
+
+def test_an_overloaded_home_is_passed_over_for_the_least_loaded():
+    policy = make_policy(threshold=2)
+    home = rank(make_policy(threshold=2), request(5), loads(a=0, b=0)).order[0]
+    other = "b" if home == "a" else "a"
+    ranking = rank(policy, request(5), loads(**{home: 3, other: 0}))
+    assert ranking.decision is RoutingDecision.PREFIX_MISS
+    assert ranking.order[0] == other
