@@ -10,6 +10,12 @@ report can always be traced. It is read from YAML by
 - cost per million output tokens = cost per hour / (output tokens/s x 3600) x 1e6,
   i.e. what a million generated tokens cost while the deployment runs at that
   throughput (idle capacity is paid for too);
+- cost per request = cost per hour / (successful requests/s x 3600), at the same
+  throughput;
+- cost per million characters = cost per million tokens / characters per token: the
+  same cost in the unit a user's text comes in. Characters per token depend on the
+  language (:mod:`loadtest.workloads.text_density`), so a language the tokenizer
+  splits finely pays more per character for the same price per token;
 - scaling efficiency = achieved speed-up / ideal linear speed-up, where the speed-up
   is capacity over capacity (the highest rate meeting the SLO with N units, over
   that of the base) and the ideal is the ratio of units: N replicas against one
@@ -43,6 +49,23 @@ def cost_per_million_tokens(cost_per_hour_: float, output_tokens_per_s: float) -
     if output_tokens_per_s <= 0 or not math.isfinite(output_tokens_per_s):
         return None
     return cost_per_hour_ / (output_tokens_per_s * SECONDS_PER_HOUR) * TOKENS_PER_MILLION
+
+
+def cost_per_request(cost_per_hour_: float, requests_per_s: float) -> float | None:
+    """Cost of one successful request at this rate; ``None`` when none succeeded."""
+    if requests_per_s <= 0 or not math.isfinite(requests_per_s):
+        return None
+    return cost_per_hour_ / (requests_per_s * SECONDS_PER_HOUR)
+
+
+def cost_per_million_chars(cost_per_million_tokens_: float | None, chars_per_token: float | None) -> float | None:
+    """A cost per million tokens as a cost per million characters of text that
+    averages ``chars_per_token``; ``None`` when either is unknown."""
+    if cost_per_million_tokens_ is None or chars_per_token is None:
+        return None
+    if chars_per_token <= 0 or not math.isfinite(chars_per_token):
+        raise ValueError("characters per token must be > 0")
+    return cost_per_million_tokens_ / chars_per_token
 
 
 def scaling_efficiency(capacity: float, units: float, base_capacity: float, base_units: float = 1.0) -> float | None:

@@ -20,7 +20,13 @@ Schema ``serveout.sweep`` version 3 (every field of :class:`SweepReport`):
   stat and threshold, observed, passed, 95% CI and confidence; ratio and margin are
   derived), the outcome at the target rate (pass | fail | invalid | error |
   unknown), capacity at SLO and the lowest failing rate, throughput (req/s,
-  output tok/s), cost per million output tokens at the target;
+  output tok/s), cost per million output tokens, cost per request and cost per
+  million output characters (``null`` for synthetic workloads) at the target;
+- ``text_density`` (``null`` when no tokenizer was measured): characters and tokens
+  of the bundled prompt sets per language and of the run's workload, with the
+  model's tokenizer (:class:`~loadtest.workloads.text_density.TextDensities`);
+- ``language_costs``: the answer's cost per million output tokens as a cost per
+  million output characters in each measured language (:class:`~sweep.rows.LanguageCost`);
 - ``scaling``: replica scaling and tensor-parallel scaling per accelerator
   (:mod:`sweep.rows`);
 - ``answer``: kind (passing | closest | none), best and runner-up candidate ids,
@@ -43,10 +49,11 @@ from typing import Literal
 
 from pydantic import Field
 
+from loadtest.workloads.text_density import TextDensities
 from sweep.capacity import ShapeCapacity, fit_capacity
 from sweep.economics import PriceTable
 from sweep.results import RunRecord
-from sweep.rows import RunRow, ScalingRow, build_rows, scaling_rows
+from sweep.rows import LanguageCost, RunRow, ScalingRow, build_rows, language_costs, scaling_rows
 from sweep.selection import CLOSEST_RULE, TIE_BREAK, Answer, choose, pareto_front
 from sweep.space import InfeasibleNote, SearchSpace
 from sweep.spec import SearchSettings, Strict, SweepSpec, measurement_fingerprint
@@ -104,6 +111,8 @@ class SweepReport(Strict):
     pareto: tuple[str, ...] = ()
     scaling: tuple[ScalingRow, ...] = ()
     capacity: tuple[ShapeCapacity, ...] = ()
+    text_density: TextDensities | None = None
+    language_costs: tuple[LanguageCost, ...] = ()
     notes: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = Field((), description="e.g. unreadable files, invalid measurements")
@@ -129,10 +138,13 @@ def build_report(
     counts: RunCounts | None = None,
     notes: Sequence[str] = (),
     warnings: Sequence[str] = (),
+    text_density: TextDensities | None = None,
 ) -> SweepReport:
-    """The report of ``history`` (valid at any time: partial sweeps included)."""
+    """The report of ``history`` (valid at any time: partial sweeps included);
+    ``text_density`` (measured with the model's tokenizer) adds the costs per character."""
     counts = counts or RunCounts()
-    rows = build_rows(space, history)
+    workload = None if text_density is None else text_density.workload
+    rows = build_rows(space, history, None if workload is None else workload.chars_per_token)
     invalid = tuple(
         f"{row.candidate_id} at {p.point.offered_rps:.3g} req/s: invalid measurement "
         f"({'; '.join(p.point.invalid_reasons)}), neither a pass nor a failure"
@@ -140,6 +152,8 @@ def build_report(
         for p in row.points
         if not p.point.valid
     )
+    answer = choose(rows)
+    best = next((r for r in rows if r.candidate_id == answer.best), None)
     return SweepReport(
         status=status,
         generated_at=generated_at,
@@ -154,10 +168,12 @@ def build_report(
         load_points=sum(len(r.points) for r in rows),
         infeasible=space.infeasible,
         runs=rows,
-        answer=choose(rows),
+        answer=answer,
         pareto=pareto_front(rows),
         scaling=scaling_rows(rows),
         capacity=fit_capacity(space, rows),
+        text_density=text_density,
+        language_costs=() if text_density is None else language_costs(best, text_density.languages),
         notes=tuple(notes),
         assumptions=assumptions(space.spec.search),
         warnings=(*warnings, *invalid),

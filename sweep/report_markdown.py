@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from loadtest.analysis.slo import ObjectiveResult
 from loadtest.units import format_seconds
+from loadtest.workloads.text_density import TextDensity
 from sweep.capacity import DEFAULT_HEADROOM, ShapeCapacity
 from sweep.report import SweepReport
 from sweep.rows import PointRow, RunRow, ScalingKind, ScalingRow
@@ -99,7 +100,7 @@ def _answer(report: SweepReport) -> list[str]:
         lines.append(
             f"({best.accelerators} {report.spec.budget.accelerator.value}, "
             f"{_money(best.cost_per_hour, cur)}/h, {_money(best.cost_per_million_output_tokens, cur)} "
-            "per million output tokens at the target)"
+            f"per million output tokens and {_money(best.cost_per_request, cur)} per request at the target)"
         )
     lines += ["", answer.explanation, ""]
     lines += _table(
@@ -122,7 +123,8 @@ def _answer(report: SweepReport) -> list[str]:
 def _runs(report: SweepReport) -> list[str]:
     cur = report.prices.currency
     header = ("candidate", "purpose", "status", "acc.", f"{cur}/h", "TTFT p95", "TPOT p95", "E2E p95",
-              "goodput", "at target", "capacity req/s", "fails at req/s", "req/s", "out tok/s", f"{cur}/M tok")
+              "goodput", "at target", "capacity req/s", "fails at req/s", "req/s", "out tok/s", f"{cur}/M tok",
+              f"{cur}/request", f"{cur}/M chars")
 
     def row(r: RunRow) -> list[str]:
         t = r.target.point if r.target else None
@@ -136,10 +138,12 @@ def _runs(report: SweepReport) -> list[str]:
             r.outcome_at_target.value if r.target is None else _outcome(r.target),
             _num(r.capacity_rps), _num(r.fails_at_rps), _num(r.throughput_rps),
             _num(r.throughput_output_tokens_per_s), _num(r.cost_per_million_output_tokens, 4),
+            _num(r.cost_per_request, 4), _num(r.cost_per_million_output_chars, 4),
         ]
 
     lines = ["## Runs", "", "Figures at the target rate (verdict confidence in brackets); capacity = the highest "
-             "achieved rate meeting the SLO, throughput there.", ""]
+             "achieved rate meeting the SLO, throughput there; costs per million output tokens, per successful "
+             "request and per million output characters (- for a synthetic workload: see Cost per character).", ""]
     lines += _table(header, (row(r) for r in report.runs))
     points = [(r, p) for r in report.runs for p in r.points if len(r.points) > 1 or p.point.samples > 1]
     if points:
@@ -153,6 +157,42 @@ def _runs(report: SweepReport) -> list[str]:
                 for r, p in points
             ),
         )
+    return [*lines, ""]
+
+
+def _per_character(report: SweepReport) -> list[str]:
+    cur, density = report.prices.currency, report.text_density
+    lines = ["## Cost per character", ""]
+    if density is None:
+        return [*lines, "Not measured: the sweep had no tokenizer of the model to count characters per token.", ""]
+    workload, best = density.workload, report.run(report.answer.best or "")
+    lines.append(
+        f"Workload `{report.spec.traffic.workload.name}`: synthetic token strings in no language, so the runs' "
+        f"{cur}/M chars is -." if workload is None else
+        f"Workload sets {workload.name}: {_num(workload.chars_per_token)} characters per token."
+    )
+    per_token = "" if best is None else f" ({_money(best.cost_per_million_output_tokens, cur)} per million tokens)"
+    lines += ["", f"Characters per token of the bundled prompt sets with the tokenizer of `{density.tokenizer}`, and "
+              f"what the answer's output costs{per_token} per million characters of each language. The load tester "
+              "does not keep output text, so answers are taken to be as dense as the prompts in their language. "
+              "Input pays the same factor: a prompt of C characters is C x tokens/char tokens to prefill and hold.",
+              ""]
+    costs = {c.language: c for c in report.language_costs}
+    base = density.language("en") or (density.languages[0] if density.languages else None)
+    base_tpc = None if base is None else base.tokens_per_char
+
+    def row(d: TextDensity) -> list[str]:
+        cost = costs.get(d.language)
+        tpc = d.tokens_per_char
+        ratio = None if tpc is None or not base_tpc else tpc / base_tpc
+        return [d.language, str(d.prompts), str(d.characters), str(d.tokens), _num(tpc), _num(d.chars_per_token),
+                "-" if ratio is None else f"{ratio:.2f}x",
+                _num(None if cost is None else cost.cost_per_million_output_chars, 4)]
+
+    lines += _table(("language", "prompts", "characters", "tokens", "tokens/char", "chars/token",
+                     f"tokens/char vs {'-' if base is None else base.language}",
+                     f"{cur}/M output chars ({report.answer.best or 'no answer'})"),
+                    (row(d) for d in density.languages))
     return [*lines, ""]
 
 
@@ -213,7 +253,7 @@ def _bullets(title: str, items: Sequence[str]) -> list[str]:
 
 def render_markdown(report: SweepReport) -> str:
     """The whole ``report.md``."""
-    lines = _header(report) + _answer(report) + _runs(report)
+    lines = _header(report) + _answer(report) + _runs(report) + _per_character(report)
     lines += ["## Pareto front (cost per million output tokens vs p95 E2E)", "",
               ", ".join(f"`{c}`" for c in report.pareto) or "empty", ""]
     lines += _scaling(report.scaling)

@@ -3,7 +3,12 @@
 Definitions used in every table and plot:
 
 - *target point*: the load point at the target rate R; the SLO verdict, margins,
-  p95s and cost per million output tokens of a run are those at R;
+  p95s, cost per million output tokens and cost per request of a run are those at R;
+- *cost per million output characters*: the cost per million output tokens over the
+  characters per token of the workload's text (its prompt sets' density, measured with
+  the model's tokenizer; the load tester does not keep output text, so the model's
+  answers are taken to be as dense as the prompts in their language); ``None`` for
+  synthetic workloads, whose token strings are no language;
 - *capacity at SLO*: the highest achieved rate of a valid point meeting the SLO,
   below every valid failure (:func:`sweep.verdicts.capacity_point`); a
   lower bound, bracketed above by ``fails_at_rps`` when a valid point failed;
@@ -31,7 +36,8 @@ import enum
 import math
 from collections.abc import Sequence
 
-from sweep.economics import cost_per_million_tokens, scaling_efficiency
+from loadtest.workloads.text_density import TextDensity
+from sweep.economics import cost_per_million_chars, cost_per_million_tokens, cost_per_request, scaling_efficiency
 from sweep.results import LoadPoint, RunRecord, RunStatus, TrialPurpose, same_rate
 from sweep.space import Candidate, SearchSpace
 from sweep.spec import Strict
@@ -72,6 +78,8 @@ class RunRow(Strict):
     throughput_rps: float | None
     throughput_output_tokens_per_s: float | None
     cost_per_million_output_tokens: float | None
+    cost_per_request: float | None = None
+    cost_per_million_output_chars: float | None = None
     wall_time_s: float | None
     artifacts: tuple[str, ...]
 
@@ -89,8 +97,11 @@ class RunRow(Strict):
         return None if self.target is None else self.target.point.e2e_p95_s
 
 
-def build_rows(space: SearchSpace, history: Sequence[RunRecord]) -> tuple[RunRow, ...]:
-    """Rows for every record, in history order."""
+def build_rows(
+    space: SearchSpace, history: Sequence[RunRecord], chars_per_token: float | None = None
+) -> tuple[RunRow, ...]:
+    """Rows for every record, in history order; ``chars_per_token`` of the workload's
+    text (``None``: synthetic) turns costs per token into costs per character."""
     slo, r = space.slo, space.target_rps
     rows = []
     for rec in history:
@@ -99,6 +110,7 @@ def build_rows(space: SearchSpace, history: Sequence[RunRecord]) -> tuple[RunRow
         target = next((row for row in points if same_rate(row.point.offered_rps, r)), None)
         cap = capacity_point(rec, slo)
         cost = space.cost_per_hour(c)
+        per_million = None if target is None else cost_per_million_tokens(cost, target.point.output_tokens_per_s)
         rows.append(
             RunRow(
                 candidate_id=c.id,
@@ -117,14 +129,41 @@ def build_rows(space: SearchSpace, history: Sequence[RunRecord]) -> tuple[RunRow
                 fails_at_rps=lowest_failing_rate(rec, slo),
                 throughput_rps=None if cap is None else cap.achieved_rps,
                 throughput_output_tokens_per_s=None if cap is None else cap.output_tokens_per_s,
-                cost_per_million_output_tokens=(
-                    None if target is None else cost_per_million_tokens(cost, target.point.output_tokens_per_s)
-                ),
+                cost_per_million_output_tokens=per_million,
+                cost_per_request=None if target is None else cost_per_request(cost, target.point.achieved_rps),
+                cost_per_million_output_chars=cost_per_million_chars(per_million, chars_per_token),
                 wall_time_s=rec.result.wall_time_s,
                 artifacts=rec.result.artifacts,
             )
         )
     return tuple(rows)
+
+
+class LanguageCost(Strict):
+    """One run's cost per million output tokens as a cost per million output characters
+    of one language's text (the language's measured characters per token)."""
+
+    candidate_id: str
+    language: str
+    chars_per_token: float
+    cost_per_million_output_tokens: float
+    cost_per_million_output_chars: float
+
+
+def language_costs(row: RunRow | None, languages: Sequence[TextDensity]) -> tuple[LanguageCost, ...]:
+    """``row``'s cost per character in each measured language (none without a cost)."""
+    if row is None or row.cost_per_million_output_tokens is None:
+        return ()
+    per_million = row.cost_per_million_output_tokens
+    return tuple(
+        LanguageCost(
+            candidate_id=row.candidate_id, language=d.language, chars_per_token=d.chars_per_token,
+            cost_per_million_output_tokens=per_million,
+            cost_per_million_output_chars=cost_per_million_chars(per_million, d.chars_per_token),
+        )
+        for d in languages
+        if d.chars_per_token is not None
+    )  # fmt: skip
 
 
 class ScalingKind(enum.StrEnum):
