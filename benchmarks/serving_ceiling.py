@@ -23,8 +23,12 @@ process against its EngineCore process: what vLLM's own HTTP front end costs per
 on this box, beside serveout's. The model bounds that run's tok/s, so only its per-token
 CPU figures compare with the null-engine run.
 
+``--gateway-mode in-engine`` measures the in-engine gateway instead: the null
+replica runs the gateway itself, so the path is the HTTP proxy and that one replica.
+
     .venv/bin/python -m benchmarks.serving_ceiling [--concurrency 16,64] [--duration 20]
-        [--tokens-per-s 0] [--output-tokens 256] [--against vllm-api-server]
+        [--tokens-per-s 0] [--output-tokens 256] [--gateway-mode separate|in-engine]
+        [--against vllm-api-server]
 
 Figures are printed and written to ``results/serving_ceiling.json``, never asserted.
 As root the script re-runs itself in a loopback-only network namespace.
@@ -82,6 +86,11 @@ SERVEOUT = Target(
            "gateway": lambda cmd: f"ServeReplica:{APP}:gateway" in cmd,
            "engine replica": lambda cmd: f"ServeReplica:{APP}:engine" in cmd},
     front_end=("HTTP proxy", "gateway"), path=("HTTP proxy", "gateway", "engine replica"), gateway="gateway")
+IN_ENGINE = Target(  # the gateway runs inside the engine replica: the replica is the front end
+    roles={"HTTP proxy": lambda cmd: "ProxyActor" in cmd,
+           "engine replica (gateway inside)": lambda cmd: f"ServeReplica:{APP}:engine" in cmd},
+    front_end=("HTTP proxy", "engine replica (gateway inside)"),
+    path=("HTTP proxy", "engine replica (gateway inside)"), gateway="engine replica (gateway inside)")
 VLLM = Target(  # its engine processes are retitled VLLM::EngineCore / VLLM::Worker (setproctitle)
     roles={"vLLM EngineCore": lambda cmd: "EngineCore" in cmd,
            "vLLM workers": lambda cmd: "VLLM::Worker" in cmd,
@@ -241,16 +250,17 @@ def null_engine_runs(args: argparse.Namespace) -> list[dict]:
     config = build_stack_config({
         "engine_backend": {"kind": "null", "tokens_per_s": args.tokens_per_s, "ttft_s": args.ttft_ms / 1000},
         "engine": {"max_num_seqs": top, "stream_interval": args.stream_interval},
-        "gateway": {"port": args.port, "max_in_flight": max(256, 2 * top)},
+        "gateway": {"port": args.port, "max_in_flight": max(256, 2 * top), "mode": args.gateway_mode},
     }, catalog=catalog, resolve_path=ModelStore(catalog).require)
+    target = IN_ENGINE if config.gateway.in_engine else SERVEOUT
     runs = []
     with LocalCluster(ClusterOptions(http_port=args.port)) as cluster:
         with console.status("serveout (null engine) starting") as status:
             url = cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
         for c in args.concurrency:
             with console.status(f"null engine: {c} streams for {args.duration:g} s"):
-                run = measure(url, SERVEOUT, c, args.duration, args.output_tokens)
-            runs.append(run | figures(run, SERVEOUT))
+                run = measure(url, target, c, args.duration, args.output_tokens)
+            runs.append(run | figures(run, target))
     return runs
 
 
@@ -313,6 +323,8 @@ def main() -> None:
     parser.add_argument("--ttft-ms", type=float, default=0.0, help="null engine time to first token")
     parser.add_argument("--stream-interval", type=int, default=1, help="tokens per chunk (1 = a chunk per token)")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--gateway-mode", choices=["separate", "in-engine"], default="separate",
+                        help="in-engine: the null replica runs the gateway itself (no gateway process)")
     parser.add_argument("--against", choices=["vllm-api-server"], help="also measure vLLM's own API server")
     parser.add_argument("--vllm-duration", type=float, default=30.0, help="seconds per concurrency (vLLM)")
     parser.add_argument("--vllm-output-tokens", type=int, default=64, help="tokens per request (vLLM)")
@@ -322,7 +334,7 @@ def main() -> None:
         reexec_in_loopback_netns(python_argv("benchmarks.serving_ceiling", sys.argv[1:]))
     results = {"settings": {k: v for k, v in vars(args).items() if k != "out"}, "cores": psutil.cpu_count()}
     results["null_engine"] = null_engine_runs(args)
-    console.print(table(f"serveout on the null engine (1 gateway, 1 null replica, "
+    console.print(table(f"serveout on the null engine (gateway {args.gateway_mode}, 1 null replica, "
                         f"{args.tokens_per_s:g} tok/s per stream, {args.output_tokens} tokens per request)",
                         results["null_engine"]))
     if args.against == "vllm-api-server":

@@ -4,7 +4,9 @@ Two deployments: ``engine`` (N vLLM replicas, each in its own placement group,
 routed by serveout's request router, optionally autoscaled on engine queue depth)
 and ``gateway`` (the FastAPI ingress: ``gateway.replicas`` of them, or autoscaled on
 their own requests in flight; Serve's proxy spreads requests over them by load, and
-each runs its own copy of the request router). The sweep calls :func:`build_app` too.
+each runs its own copy of the request router). With ``gateway.mode: in-engine`` there
+is one deployment: every engine replica runs the gateway itself
+(:mod:`serving.gateway.in_engine`). The sweep calls :func:`build_app` too.
 
 Stopping a replica (scale-down, redeploy, ``serve.delete``): it leaves routing, Serve
 waits until its requests have finished, then calls its ``__del__``, and kills it
@@ -21,11 +23,12 @@ from ray import serve
 from ray.serve import Application
 
 from serving.autoscaling import autoscaling_config
-from serving.config.stack import StackConfig
+from serving.config.stack import RoutingSpec, StackConfig
 from serving.engine.placement import engine_runtime_env, placement_bundles
 from serving.engine.replica import EngineReplica
 from serving.gateway.admission import share_of
-from serving.gateway.ingress import Gateway
+from serving.gateway.in_engine import EngineIngress
+from serving.gateway.ingress import Gateway, gateway_replicas_at_start
 from serving.routing.serve_router import request_router_config
 
 ENGINE_DEPLOYMENT = "engine"
@@ -39,6 +42,13 @@ GATEWAY_STOP_GRACE_S = 10.0
 the final events)."""
 
 
+def resolved_routing(config: StackConfig) -> RoutingSpec:
+    """The routing spec the routers get: ``prefix_home`` decided by the gateway count."""
+    if config.routing.prefix_home is not None:
+        return config.routing
+    return config.routing.model_copy(update={"prefix_home": config.gateway.max_replica_count > 1})
+
+
 def engine_deployment_options(config: StackConfig) -> dict:
     bundles = placement_bundles(config)
     options = dict(
@@ -48,7 +58,7 @@ def engine_deployment_options(config: StackConfig) -> dict:
         placement_group_bundles=bundles,
         placement_group_strategy="STRICT_PACK",
         request_router_config=request_router_config(
-            config.routing, deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}"
+            resolved_routing(config), deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}"
         ),
         health_check_period_s=10,
         health_check_timeout_s=60,
@@ -70,8 +80,7 @@ def engine_deployment_options(config: StackConfig) -> dict:
 def gateway_deployment_options(config: StackConfig) -> dict:
     gateway = config.gateway
     # A replica's largest share of the app's admission bound: with the fewest replicas.
-    fewest = gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
-    limit = share_of(gateway.max_in_flight, fewest)
+    limit = share_of(gateway.max_in_flight, gateway_replicas_at_start(config))
     options = dict(
         name=GATEWAY_DEPLOYMENT,
         # Serve's own bounds sit well above the gateway's admission limit, so overload
@@ -84,7 +93,8 @@ def gateway_deployment_options(config: StackConfig) -> dict:
         graceful_shutdown_timeout_s=(
             max(config.gateway.request_timeout_s, config.drain.timeout_s) + GATEWAY_STOP_GRACE_S),
         graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
-        ray_actor_options={"num_cpus": 0, "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1"}}},
+        ray_actor_options={"num_cpus": 0, "resources": dict(gateway.ray_resources),
+                           "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1"}}},
     )
     if gateway.autoscaling.enabled:
         # Serve's default policy on the gateway's own requests in flight.
@@ -98,8 +108,23 @@ def gateway_deployment_options(config: StackConfig) -> dict:
     return options
 
 
+def in_engine_deployment_options(config: StackConfig) -> dict:
+    """The engine deployment's options when each replica is also the ingress: no
+    serveout router (Serve's ingress picks the replica by load), and Serve's bounds
+    above the replica's admission share, so overload is answered by the gateway."""
+    options = engine_deployment_options(config)
+    del options["request_router_config"]
+    share = share_of(config.gateway.max_in_flight, gateway_replicas_at_start(config))
+    options.update(max_ongoing_requests=2 * share + 64, max_queued_requests=max(1024, 8 * share))
+    return options
+
+
 def build_app(config: StackConfig) -> Application:
     """The serveout application for ``config`` (deploy with ``serve.run``)."""
+    if config.gateway.in_engine:
+        return (serve.deployment(EngineIngress)
+                .options(**in_engine_deployment_options(config))
+                .bind(config, ENGINE_DEPLOYMENT))
     engine = (
         serve.deployment(EngineReplica)
         .options(**engine_deployment_options(config))

@@ -96,7 +96,7 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
         "replicas": {"num_replicas": args.replicas, "cpus_per_rank": args.cpus_per_rank},
         "routing": {"policy": args.routing},
         "gateway": {"host": args.host, "port": args.port, "max_in_flight": args.max_in_flight,
-                    "replicas": args.gateway_replicas,
+                    "replicas": args.gateway_replicas, "mode": args.gateway_mode,
                     "api_keys_file": args.api_keys_file, "metrics_public": args.metrics_public},
         "drain": {"timeout_s": args.drain_timeout},
     }
@@ -295,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host")
     up.add_argument("--port", type=int)
     up.add_argument("--max-in-flight", type=int, help="admission bound before 429s (for the whole app)")
+    up.add_argument("--gateway-mode", choices=["separate", "in-engine"],
+                    help="separate (default): gateway replicas in front of the engines; in-engine: every "
+                         "engine replica runs the gateway (one hop fewer, least-loaded routing only)")
     up.add_argument("--gateway-replicas", type=int, metavar="N",
                     help="gateway replicas (default 1); each admits its share of --max-in-flight")
     up.add_argument("--gateway-autoscale", metavar="MIN..MAX",

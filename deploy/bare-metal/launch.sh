@@ -17,6 +17,9 @@
 # API keys): firewall the VMs so that clients reach only that port, and the Ray ports
 # (GCS 6379, raylets, object transfer) only from the other VMs.
 #
+# GPU VMs need NVIDIA driver R580 or newer (>= 580.65.06, CUDA 13.0's minimum): vLLM 0.32's
+# wheels are CUDA 13 builds (deploy/README.md). `head` and `worker` refuse an older driver.
+#
 # Every VM needs the same Python environment (the serveout package with its GPU or CPU
 # dependencies, e.g. the image of deploy/docker/ or requirements/gpu.lock) and the
 # weights at the same path (the rendered model_path, /models/<model> by default: an NFS
@@ -29,9 +32,16 @@
 #   GCS_PORT      head GCS port (default 6379)
 #   METRICS_PORT  Ray's Prometheus port on every node (default 8080)
 #   DASHBOARD     dashboard address for `serve deploy` (default http://127.0.0.1:8265)
+#   NVIDIA_SMI    the `nvidia-smi` executable (default: nvidia-smi on PATH; none = a CPU VM)
+#   MIN_DRIVER    the oldest NVIDIA driver accepted (default 580.65.06)
 #   HEAD_ENGINES  1 (default): the head offers its detected GPUs and CPUs to engine
 #                 replicas, so 3 VMs x 8 GPUs serve on all 24 GPUs. 0: a dedicated head
 #                 VM without engines (--num-cpus=0 --num-gpus=0), as on KubeRay.
+#   GATEWAYS      gateway replicas this VM hosts (default 0), offered to Ray as the
+#                 resource serveout_gateway: N. A serve-config.yaml rendered for a target
+#                 with gateway pods has every gateway replica ask for serveout_gateway: 1
+#                 (its first lines say so): start the head or workers with GATEWAYS adding
+#                 up to the gateway replicas, or they never start.
 set -euo pipefail
 
 RAY="${RAY:-ray}"
@@ -40,6 +50,9 @@ GCS_PORT="${GCS_PORT:-6379}"
 METRICS_PORT="${METRICS_PORT:-8080}"
 DASHBOARD="${DASHBOARD:-http://127.0.0.1:8265}"
 HEAD_ENGINES="${HEAD_ENGINES:-1}"
+GATEWAYS="${GATEWAYS:-0}"
+NVIDIA_SMI="${NVIDIA_SMI:-nvidia-smi}"
+MIN_DRIVER="${MIN_DRIVER:-580.65.06}"
 
 # Offline at serve time, for Ray and every process it starts (replicas inherit it);
 # Ray's token authentication for every Ray process and CLI call.
@@ -58,9 +71,31 @@ require_token() {
   fi
 }
 
+require_driver() {
+  command -v "$NVIDIA_SMI" >/dev/null 2>&1 || return 0  # no NVIDIA tools: a CPU VM
+  local found
+  found="$("$NVIDIA_SMI" --query-gpu=driver_version --format=csv,noheader | head -n 1)"
+  if [[ -z "$found" || "$(printf '%s\n%s\n' "$MIN_DRIVER" "$found" | sort -V | head -n 1)" != "$MIN_DRIVER" ]]; then
+    echo "NVIDIA driver '${found:-unknown}' is older than $MIN_DRIVER: vLLM's CUDA 13 wheels need R580+" >&2
+    exit 2
+  fi
+}
+
+gateway_resources=()
+offer_gateways() {
+  if [[ "$GATEWAYS" =~ ^[1-9][0-9]*$ ]]; then
+    gateway_resources=("--resources={\"serveout_gateway\": $GATEWAYS}")
+  elif [[ "$GATEWAYS" != 0 ]]; then
+    echo "GATEWAYS must be a whole number of gateway replicas, not '$GATEWAYS'" >&2
+    exit 2
+  fi
+}
+
 cmd="${1:-}"
 case "$cmd" in
   head)
+    require_driver
+    offer_gateways
     # GCS, Serve controller and gateway need no CPU reservation (num_cpus=0), so the head's
     # detected GPUs and CPUs are left to engine replicas unless HEAD_ENGINES=0.
     case "$HEAD_ENGINES" in
@@ -71,15 +106,18 @@ case "$cmd" in
     # Creates ~/.ray/auth_token unless a token is configured (prints the token: not shown).
     "$RAY" get-auth-token --generate >/dev/null
     exec "$RAY" start --head --port="$GCS_PORT" --dashboard-host=127.0.0.1 \
-      --metrics-export-port="$METRICS_PORT" "${resources[@]}" --disable-usage-stats
+      --metrics-export-port="$METRICS_PORT" "${resources[@]}" "${gateway_resources[@]}" \
+      --disable-usage-stats
     ;;
   worker)
     [[ $# -eq 2 ]] || usage
     require_token
+    require_driver
+    offer_gateways
     # GPUs and CPUs are detected; an engine replica's placement group packs its
     # tensor-parallel ranks onto one worker.
     exec "$RAY" start --address="$2:$GCS_PORT" --metrics-export-port="$METRICS_PORT" \
-      --disable-usage-stats
+      "${gateway_resources[@]}" --disable-usage-stats
     ;;
   deploy)
     [[ $# -eq 2 && -f "$2" ]] || usage

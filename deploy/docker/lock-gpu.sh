@@ -3,7 +3,9 @@
 # (dry run, nothing installed) for the CUDA image's platform, Linux x86_64, CPython 3.11 and
 # glibc 2.36 (python:3.11-slim-bookworm), on the package index pip uses by default. Only
 # the package metadata is read, though pip may download a whole wheel to read it (a few GB
-# in all). Run it after changing requirements/gpu.txt, then rebuild the image.
+# in all). Run it after changing requirements/gpu.txt, then rebuild the image. Before writing,
+# it checks that the lock is a closure: every requirement of every locked package (markers
+# evaluated for that platform) names a locked package at a version it accepts.
 #
 #   deploy/docker/lock-gpu.sh              # PYTHON=... to use another interpreter with pip
 set -euo pipefail
@@ -27,6 +29,9 @@ env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_CONSTRAINT PIP_CONFIG_FILE=/
 import json
 import sys
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 HEADER = """\
 # serveout on NVIDIA GPUs (H200, B300): every package of the GPU stack, pinned, CUDA wheels
 # included. Install without resolving, like requirements/cpu.lock:
@@ -42,6 +47,19 @@ HEADER = """\
 """
 
 report = json.load(open(sys.argv[1]))
+ENV = {"python_version": "3.11", "python_full_version": "3.11.0", "sys_platform": "linux",
+       "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+       "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+locked = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report["install"]}
+for item in report["install"]:
+    extras = {""} | set(item.get("requested_extras") or ())
+    for line in item["metadata"].get("requires_dist") or ():
+        req = Requirement(line)
+        if req.marker and not any(req.marker.evaluate({**ENV, "extra": e}) for e in extras):
+            continue
+        version = locked.get(canonicalize_name(req.name))
+        if version is None or not req.specifier.contains(version, prereleases=True):
+            sys.exit(f"not a closure: {item['metadata']['name']} needs {req}, locked {version}")
 pins = sorted((f"{i['metadata']['name']}=={i['metadata']['version']}" for i in report["install"]),
               key=str.lower)
 sys.stdout.write(HEADER + "".join(pin + "\n" for pin in pins))

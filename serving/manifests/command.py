@@ -8,7 +8,12 @@ from the target's weights volume (``<mount_path>/<model>``), the gateway listens
 the pod's interfaces (``0.0.0.0``: the gateway Service forwards to the pods' IPs)
 unless the stack file says otherwise, and a target naming ``api_keys_secret`` sets
 ``gateway.api_keys_file`` to where that Secret is mounted, unless the stack file
-sets its own path.
+sets its own path. A target with a ``gateways`` section sets ``gateway.ray_resources``
+to ``{serveout_gateway: 1}`` (:data:`.naming.GATEWAY_RESOURCE`, offered by the gateway
+pods alone) and, stating its peak output tokens/s, ``gateway.replicas`` by the sizing
+rule (:func:`.sizing.gateway_replicas`), unless the stack file sets them (or runs
+``gateway.mode: in-engine``, which has no gateway replicas; the renderer refuses
+gateway pods for it).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from serving.config.model_spec import ModelCatalog
 from serving.config.stack import StackConfig
 from serving.errors import ConfigError
 from serving.manifests.access import DEFAULT_KEYS_FILE
+from serving.manifests.naming import GATEWAY_RESOURCE
+from serving.manifests.sizing import sized_gateway_replicas
 from serving.manifests.target import ClusterTarget
 from serving.manifests.writer import write_manifests
 
@@ -48,7 +55,8 @@ def load_cluster_target(path: Path) -> ClusterTarget:
 def cluster_stack_config(model: str | None, stack_file: Path | None, target: ClusterTarget,
                          catalog: ModelCatalog) -> StackConfig:
     """The StackConfig to render: like ``serving up``'s, with the target's weights path
-    (and keys file path, when the target names a keys Secret)."""
+    (the keys file path, when the target names a keys Secret; the gateway resource, when
+    it has gateway pods, and their count, when it states a peak)."""
     data = read_stack_file(stack_file) if stack_file else {}
     if model:
         data["model"] = model
@@ -56,6 +64,12 @@ def cluster_stack_config(model: str | None, stack_file: Path | None, target: Clu
     defaults = CLUSTER_DEFAULTS
     if target.api_keys_secret:
         defaults = merge(defaults, {"gateway": {"api_keys_file": str(DEFAULT_KEYS_FILE)}})
+    own_gateway = data.get("gateway") if isinstance(data.get("gateway"), dict) else {}
+    if target.gateways and own_gateway.get("mode") != "in-engine":
+        if own_gateway.get("ray_resources") is None:  # merged deeply, so only when unset
+            defaults = merge(defaults, {"gateway": {"ray_resources": {GATEWAY_RESOURCE: 1}}})
+        if gateways := sized_gateway_replicas(target.gateways):
+            defaults = merge(defaults, {"gateway": {"replicas": gateways}})
     data = merge(defaults, data)
     data.pop("model_path", None)  # the target's volume decides where weights live
     return build_stack_config(data, catalog=catalog, model_path=target.weights.model_path(name))

@@ -26,6 +26,12 @@ SERVE_PORT_NAME = "serve"
 """KubeRay builds the Serve Service from the head container port with this name."""
 METRICS_PORT_NAME = "metrics"
 
+GATEWAY_RESOURCE = "serveout_gateway"
+"""The custom Ray resource only the gateway pods offer: each gateway replica asks for one
+(``gateway.ray_resources``, set by ``serving render`` for a target with ``gateways:``), so
+Ray places gateway replicas on those pods alone, and a pending one makes KubeRay's
+autoscaler add a gateway pod. ``deploy/bare-metal/launch.sh`` offers it too (``GATEWAYS=N``)."""
+
 MAX_NAME_LENGTH = 40
 """KubeRay derives longer names from the RayService's (cluster, pods, services,
 label values capped at 63 characters), so the base name stays short."""
@@ -83,3 +89,4 @@ def selector_labels(config: StackConfig, component: str | None = None) -> dict[s
 HEAD_COMPONENT = "ray-head"
 WORKER_COMPONENT = "engine-worker"
 GATEWAY_COMPONENT = "gateway"
+GATEWAY_WORKER_COMPONENT = "gateway-worker"

@@ -1,4 +1,5 @@
-"""Pod templates of the Ray head and the engine workers (Kubernetes ``PodTemplateSpec``).
+"""Pod templates of the Ray head, the engine workers and the gateway pods (Kubernetes
+``PodTemplateSpec``).
 
 Both run the same serveout image and mount the weights claim read-only at the
 target's mount path: the engines load weights from it and the gateway (on any
@@ -14,6 +15,7 @@ from serving.manifests.access import KeysMount, keys_mount, ray_auth_env
 from serving.manifests.naming import (
     CLIENT_PORT,
     DASHBOARD_PORT,
+    GATEWAY_WORKER_COMPONENT,
     GCS_PORT,
     HEAD_COMPONENT,
     METRICS_PORT,
@@ -22,7 +24,7 @@ from serving.manifests.naming import (
     WORKER_COMPONENT,
     common_labels,
 )
-from serving.manifests.sizing import WorkerPlan
+from serving.manifests.sizing import GatewayPlan, WorkerPlan
 from serving.manifests.target import ClusterTarget, Placement
 
 WEIGHTS_VOLUME = "model-weights"
@@ -48,7 +50,19 @@ def head_pod_template(config: StackConfig, target: ClusterTarget) -> dict:
     ]
     resources = _resources(cpus=head.cpus, memory_gib=head.memory_gib)
     container = _container("ray-head", config, target, ports, resources)
-    return _template(config, HEAD_COMPONENT, container, target, head, shm_gib=head.shm_gib)
+    return _template(config, HEAD_COMPONENT, container, target, head, shm_gib=head.shm_gib,
+                     affinity=target.cpu_node_affinity(head))
+
+
+def gateway_pod_template(config: StackConfig, target: ClusterTarget, plan: GatewayPlan) -> dict:
+    """A gateway pod: a CPU node's room for one gateway replica and the Serve proxy beside it."""
+    pods = target.gateways
+    assert pods is not None, "gateway pods are rendered only for targets that ask for them"
+    ports = [_port(SERVE_PORT_NAME, config.gateway.port), _port(METRICS_PORT_NAME, METRICS_PORT)]
+    resources = _resources(cpus=plan.cpus, memory_gib=plan.memory_gib)
+    container = _container("ray-gateway", config, target, ports, resources)
+    return _template(config, GATEWAY_WORKER_COMPONENT, container, target, pods, shm_gib=pods.shm_gib,
+                     affinity=target.cpu_node_affinity(pods))
 
 
 def worker_pod_template(config: StackConfig, target: ClusterTarget, plan: WorkerPlan) -> dict:
@@ -89,7 +103,7 @@ def _keys_mount(config: StackConfig, target: ClusterTarget) -> KeysMount | None:
 
 
 def _template(config: StackConfig, component: str, container: dict, target: ClusterTarget,
-              placement: Placement, *, shm_gib: int) -> dict:
+              placement: Placement, *, shm_gib: int, affinity: dict | None = None) -> dict:
     spec: dict = {
         "containers": [container],
         "volumes": [
@@ -104,6 +118,8 @@ def _template(config: StackConfig, component: str, container: dict, target: Clus
         spec["volumes"].append(keys.volume())
     if placement.node_selector:
         spec["nodeSelector"] = dict(placement.node_selector)
+    if affinity:
+        spec["affinity"] = affinity
     if placement.tolerations:
         spec["tolerations"] = [t.manifest() for t in placement.tolerations]
     return {"metadata": {"labels": common_labels(config, component)}, "spec": spec}

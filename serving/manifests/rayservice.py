@@ -36,9 +36,22 @@ removes idle ones, between the worker group's ``minReplicas`` and ``maxReplicas`
 (one pod per replica, so the same bounds as Serve's). Neither RayService nor
 RayCluster has a ``/scale`` subresource: nothing outside Ray (HPA, KEDA) can scale
 them, and nothing else is needed.
+
+Gateway pods: a target with a ``gateways`` section gets a second worker group,
+``gateways``, on CPU nodes: one pod per gateway replica, sized by
+:func:`.sizing.plan_gateways`. These pods offer Ray no CPU (``num-cpus: 0``), so no
+engine lands on them, and offer what one gateway replica asks for
+(``gateway.ray_resources``, :data:`.naming.GATEWAY_RESOURCE` by default) in
+``rayStartParams.resources``, which nothing else offers, so the gateway replicas land
+on them alone. The group is fixed at the most replicas the config runs, or, with
+gateway autoscaling on, follows Serve's bounds (``minReplicas``/``maxReplicas``): KubeRay's
+autoscaler reads the offered resource from ``rayStartParams`` and adds a pod for each
+gateway replica Ray cannot place.
 """
 
 from __future__ import annotations
+
+import json
 
 from serving.config.stack import StackConfig
 from serving.manifests.access import ray_auth_options
@@ -50,14 +63,15 @@ from serving.manifests.naming import (
     gateway_service_name,
     resource_name,
 )
-from serving.manifests.pods import head_pod_template, worker_pod_template
+from serving.manifests.pods import gateway_pod_template, head_pod_template, worker_pod_template
 from serving.manifests.serve_config import render_serve_config
-from serving.manifests.sizing import plan_workers
+from serving.manifests.sizing import plan_gateways, plan_workers
 from serving.manifests.target import ClusterTarget
 from serving.manifests.yaml_text import to_yaml
 
 API_VERSION = "ray.io/v1"
 WORKER_GROUP = "engines"
+GATEWAY_GROUP = "gateways"
 HEAD_SERVICE_TYPE = "ClusterIP"
 """The head Service (GCS, dashboard, Ray Client) is never exposed outside the cluster."""
 
@@ -65,9 +79,10 @@ HEAD_SERVICE_TYPE = "ClusterIP"
 def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
     """The RayService for ``config`` on ``target``; :class:`ConfigError` if it does not fit."""
     plan = plan_workers(config, target)
+    gateways = plan_gateways(config, target)
     cluster: dict = {
         "rayVersion": target.ray_version,
-        "enableInTreeAutoscaling": plan.autoscaling,
+        "enableInTreeAutoscaling": plan.autoscaling or bool(gateways and gateways.autoscaling),
         "authOptions": ray_auth_options(target),
         "headGroupSpec": {
             "serviceType": HEAD_SERVICE_TYPE,
@@ -75,7 +90,8 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
                 # KubeRay reaches the dashboard through the head Service (module docstring).
                 "dashboard-host": "0.0.0.0",
                 # No engine on the head: it keeps the GCS and Serve controller
-                # responsive; the gateway (num_cpus=0) may still run there.
+                # responsive; the gateway (num_cpus=0) may still run there unless it
+                # asks for a resource only the gateway pods offer.
                 "num-cpus": "0",
                 "metrics-export-port": str(METRICS_PORT),
             },
@@ -92,6 +108,19 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
             }
         ],
     }
+    if gateways:
+        # No engine here (engines need CPUs): the gateway and Serve's proxy only.
+        params = {"num-cpus": "0", "metrics-export-port": str(METRICS_PORT)}
+        if gateways.offers:
+            params["resources"] = ray_start_resources(gateways.offers)
+        cluster["workerGroupSpecs"].append({
+            "groupName": GATEWAY_GROUP,
+            "replicas": gateways.min_pods,
+            "minReplicas": gateways.min_pods,
+            "maxReplicas": gateways.max_pods,
+            "rayStartParams": params,
+            "template": gateway_pod_template(config, target, gateways),
+        })
     spec: dict = {"serveConfigV2": to_yaml(render_serve_config(config)), "rayClusterConfig": cluster}
     spec["serveService"] = _serve_service(config, target)
     if target.upgrade_strategy:
@@ -107,10 +136,20 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
                 "serveout.io/model": config.model.name,
                 "serveout.io/tensor-parallel-size": str(config.model.tensor_parallel_size),
                 "serveout.io/max-replicas": str(config.max_replica_count),
+                "serveout.io/gateway-replicas": str(config.gateway.max_replica_count),
             },
         },
         "spec": spec,
     }
+
+
+def ray_start_resources(resources: dict[str, float]) -> str:
+    """``rayStartParams.resources``: JSON inside a double-quoted, escaped string, the form
+    KubeRay passes to ``ray start --resources`` through a shell and Ray's autoscaler reads
+    back (``{"serveout_gateway": 1}`` -> ``"{\\"serveout_gateway\\": 1}"``)."""
+    whole = {name: int(amount) if amount == int(amount) else amount
+             for name, amount in resources.items()}
+    return json.dumps(json.dumps(whole))
 
 
 def _serve_service(config: StackConfig, target: ClusterTarget) -> dict:

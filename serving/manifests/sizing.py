@@ -12,17 +12,25 @@ they fit (two TP-4 replicas per 8-GPU node).
 * CPU specs: a pod gets ``cpus_per_rank x tensor_parallel_size`` cores, requests
   equal to limits (Guaranteed QoS, so a kubelet with the static CPU manager gives
   the pod its own cores, which the engine's core binding then uses).
+
+Gateway pods (when the target asks for them): one gateway replica per pod, as many
+as the sizing rule of docs/serving.md gives for the target's expected peak
+(:func:`gateway_replicas`), each with the target's ``gateways.cpus``. Each pod offers Ray
+the resources one gateway replica asks for (``gateway.ray_resources``), so the replicas
+land on these pods only, and autoscaled gateways make KubeRay add and remove pods.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from serving.config.model_spec import AcceleratorKind
 from serving.config.stack import StackConfig
 from serving.engine.placement import placement_bundles
 from serving.errors import ConfigError
-from serving.manifests.target import ClusterTarget
+from serving.manifests.target import ClusterTarget, GatewayPods
 
 GPU_RESOURCE = {AcceleratorKind.H200: "nvidia.com/gpu", AcceleratorKind.B300: "nvidia.com/gpu"}
 """The Kubernetes extended resource of each GPU kind (NVIDIA device plugin)."""
@@ -101,4 +109,80 @@ def plan_workers(config: StackConfig, target: ClusterTarget) -> WorkerPlan:
         gpus=replica_gpus,
         gpu_resource=gpu_resource,
         autoscaling=scaling.enabled and low != high,
+    )
+
+
+FRONT_END_UTILISATION = Fraction(7, 10)
+"""The share of a front-end core the sizing rule plans to use (headroom for bursts and TTFT)."""
+SPARE_GATEWAYS = 1
+"""Gateways beyond the rule's count, so losing one does not overload the rest."""
+
+
+def gateway_replicas(peak_tokens_per_s: float, tokens_per_core: float) -> int:
+    """Gateway replicas for a peak of streamed output tokens/s: the sizing rule of
+    docs/serving.md, Z = ceil(Y / (0.7 x X)) + 1, with X the tokens/s one front-end core
+    (Serve's proxy + one gateway replica) carries."""
+    if peak_tokens_per_s <= 0 or tokens_per_core <= 0:
+        raise ConfigError("peak tokens/s and tokens per front-end core must be positive")
+    per_gateway = FRONT_END_UTILISATION * Fraction(str(tokens_per_core))
+    return math.ceil(Fraction(str(peak_tokens_per_s)) / per_gateway) + SPARE_GATEWAYS
+
+
+def sized_gateway_replicas(pods: GatewayPods | None) -> int | None:
+    """What the target's traffic asks for (None: the target states no peak)."""
+    if pods is None or pods.peak_output_tokens_per_s is None:
+        return None
+    return gateway_replicas(pods.peak_output_tokens_per_s, pods.tokens_per_core)
+
+
+GATEWAYS_PER_POD = 1
+"""Gateway replicas one gateway pod hosts: its ``cpus`` are one front-end core (Serve's
+proxy + one replica) plus Ray's daemons."""
+
+
+@dataclass(frozen=True)
+class GatewayPlan:
+    """The gateway worker group: pods of :data:`GATEWAYS_PER_POD` gateway replicas each."""
+
+    min_pods: int
+    max_pods: int
+    cpus: int
+    memory_gib: int
+    offers: dict[str, float]
+    """Ray resources one pod offers: what its replicas ask for (``gateway.ray_resources``)."""
+
+    @property
+    def autoscaling(self) -> bool:
+        return self.min_pods != self.max_pods
+
+
+def plan_gateways(config: StackConfig, target: ClusterTarget) -> GatewayPlan | None:
+    """Pods for the gateway replicas ``config`` runs, or None when the target gives the
+    gateways no pods of their own.
+
+    With gateway autoscaling on and ``gateway.ray_resources`` set, the group follows Serve's
+    bounds: a replica Ray cannot place (no free gateway resource) makes KubeRay's autoscaler
+    add a pod, and an idle pod is removed. Otherwise it is fixed at the most replicas the
+    config runs (a replica asking for no resource never makes the autoscaler add a pod).
+    """
+    pods = target.gateways
+    if pods is None:
+        return None
+    gateway = config.gateway
+    if gateway.in_engine:
+        raise ConfigError(
+            f"target {target.name} gives gateway replicas pods of their own (gateways:), but "
+            f"gateway.mode in-engine runs none: use gateway.mode separate or a target without gateways"
+        )
+    scaling = gateway.autoscaling
+    if scaling.enabled and gateway.ray_resources:
+        low, high = scaling.min_replicas, scaling.max_replicas
+    else:
+        low = high = gateway.max_replica_count
+    return GatewayPlan(
+        min_pods=math.ceil(low / GATEWAYS_PER_POD),
+        max_pods=math.ceil(high / GATEWAYS_PER_POD),
+        cpus=pods.cpus,
+        memory_gib=pods.memory_gib,
+        offers={name: amount * GATEWAYS_PER_POD for name, amount in gateway.ray_resources.items()},
     )

@@ -14,14 +14,18 @@ Example (``deploy/targets/h200-3x8.yaml``)::
     worker: {cpus: 176, memory_gib: 1600, accelerators: 8,
              node_selector: {nvidia.com/gpu.product: NVIDIA-H200}}
     head: {cpus: 16, memory_gib: 64, node_selector: {serveout.io/pool: cpu}}
+    gateways: {peak_output_tokens_per_s: 36000, tokens_per_core: 520}
     weights: {claim_name: serveout-models, mount_path: /models}
     ray_token_secret: serveout-ray-token     # Secrets created beforehand, never rendered
     api_keys_secret: serveout-api-keys
 
 On a GPU target the Ray head needs a node besides the ``worker_nodes`` GPU nodes
 (3 x 8 H200 is four nodes): engine pods split a GPU node's CPUs and memory among
-themselves, leaving no room for the head, so a GPU target must place the head on a
-CPU node pool and the workers on the GPU pool with node selectors.
+themselves, leaving no room for the head. So on a GPU target the workers go to the GPU
+pool (``worker.node_selector``, by default ``nvidia.com/gpu.present: "true"``, the label
+NVIDIA's GPU feature discovery puts on GPU nodes) and the head, and the gateway pods if
+any, to CPU nodes: their ``node_selector`` when given (it must not select the GPU pool),
+else a node affinity for nodes without that label.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from serving.config.model_spec import AcceleratorKind, Strict
+
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+"""The label NVIDIA's GPU feature discovery (GPU operator) sets to ``"true"`` on GPU nodes."""
 
 RAY_VERSION = "2.60.0"
 """The Ray version of the image (``pyproject.toml`` pins ``ray[serve]==2.60.0``)."""
@@ -77,13 +84,39 @@ class WorkerNodes(Placement):
 class HeadNode(Placement):
     """The Ray head pod: GCS, Serve controller, the gateway; never an engine.
 
-    On GPU targets ``node_selector`` must name a CPU node pool (one node more than
-    ``worker_nodes``), see :meth:`ClusterTarget._head_off_the_gpu_pool`.
+    On GPU targets it runs on a CPU node (one node more than ``worker_nodes``), see
+    :meth:`ClusterTarget._head_off_the_gpu_pool`.
     """
 
     cpus: int = Field(ge=1)
     memory_gib: int = Field(ge=1)
     shm_gib: int = Field(2, ge=1)
+
+
+class GatewayPods(Placement):
+    """Ray pods of their own for the gateway replicas, one replica per pod, counted from
+    the traffic by the sizing rule of docs/serving.md (:func:`.sizing.gateway_replicas`).
+
+    The rule is Z = ceil(Y / (0.7 x X)) + 1 replicas for a peak of Y streamed output
+    tokens/s, where one front-end core (Serve's proxy + one gateway replica) carries X.
+    With ``peak_output_tokens_per_s`` unset, or a stack file that sets
+    ``gateway.replicas`` itself, the stack's count is used as is.
+    """
+
+    peak_output_tokens_per_s: float | None = Field(
+        None, gt=0, description="expected peak of streamed output tokens/s of the whole app"
+    )
+    # 520 was measured on the CPU dev box (Intel Xeon, 2 shared cores, stream_interval 1:
+    # 1e6 / (proxy 673 + gateway 1250 us per token), docs/serving.md "Sizing rule").
+    # Re-measure on the gateway hosts with benchmarks/serving_ceiling.py.
+    tokens_per_core: float = Field(
+        520, gt=0, description="streamed output tokens/s one front-end core carries"
+    )
+    cpus: int = Field(
+        2, ge=1, description="cores of one gateway pod: the front-end core and Ray's daemons"
+    )
+    memory_gib: int = Field(4, ge=1)
+    shm_gib: int = Field(1, ge=1)
 
 
 class WeightsVolume(Strict):
@@ -137,6 +170,10 @@ class ClusterTarget(Strict):
     worker: WorkerNodes
     head: HeadNode
     weights: WeightsVolume
+    gateways: GatewayPods | None = Field(
+        None, description="pods of their own for the gateway replicas, sized from the traffic; "
+        "None = the gateways share the head and engine pods"
+    )
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     upgrade_strategy: Literal["NewCluster", "None"] | None = Field(
         None,
@@ -189,24 +226,48 @@ class ClusterTarget(Strict):
             raise ValueError(f"a {self.accelerator.value} target needs worker.accelerators >= 1")
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _gpu_pool_by_default(cls, data: object) -> object:
+        """GPU workers select ``nvidia.com/gpu.present: "true"`` unless the target names a pool."""
+        if not isinstance(data, dict) or data.get("accelerator") in (None, AcceleratorKind.CPU.value):
+            return data
+        worker = data.get("worker")
+        if isinstance(worker, dict) and not worker.get("node_selector"):
+            data = {**data, "worker": {**worker, "node_selector": {GPU_PRESENT_LABEL: "true"}}}
+        return data
+
     @model_validator(mode="after")
     def _head_off_the_gpu_pool(self) -> "ClusterTarget":
-        """GPU targets pin engine pods to the GPU pool and the head to a CPU node of its own.
+        """GPU targets keep the head (and gateway pods) off the GPU pool's nodes.
 
         Engine pods take a GPU node's CPUs and memory in proportion to its GPUs, so a
-        full node has no room left for the head: without selectors the head either
-        lands on a GPU node (and an engine pod stays Pending) or nowhere.
+        full node has no room left for the head: it must go to a CPU node. A selector
+        given here must not select the GPU pool; an empty one becomes a node affinity
+        for nodes without :data:`GPU_PRESENT_LABEL` (:meth:`cpu_node_affinity`).
         """
-        if self.accelerator is AcceleratorKind.CPU:
+        if not self.on_gpus:
             return self
-        kind = self.accelerator.value
-        if not self.worker.node_selector:
-            raise ValueError(f"a {kind} target needs worker.node_selector: the label of its GPU node pool")
-        head = self.head.node_selector
-        if not head or head.items() <= self.worker.node_selector.items():
-            raise ValueError(
-                f"a {kind} target needs head.node_selector naming a CPU node pool, not the GPU "
-                f"workers' (e.g. {{serveout.io/pool: cpu}}): the Ray head needs a node besides "
-                f"the {self.worker_nodes} GPU nodes"
-            )
+        pods = {"head": self.head, "gateways": self.gateways}
+        for name, placement in pods.items():
+            selector = placement.node_selector if placement else {}
+            if selector and selector.items() <= self.worker.node_selector.items():
+                raise ValueError(
+                    f"{name}.node_selector selects the GPU workers' pool; it must name a CPU node "
+                    f"pool (e.g. {{serveout.io/pool: cpu}}): the Ray head and the gateway pods "
+                    f"need CPU nodes besides the {self.worker_nodes} GPU nodes"
+                )
         return self
+
+    @property
+    def on_gpus(self) -> bool:
+        return self.accelerator is not AcceleratorKind.CPU
+
+    def cpu_node_affinity(self, placement: Placement) -> dict | None:
+        """The node affinity keeping a CPU pod (head, gateways) off GPU nodes, when a GPU
+        target gives it no node selector of its own; None otherwise."""
+        if not self.on_gpus or placement.node_selector:
+            return None
+        term = {"matchExpressions": [{"key": GPU_PRESENT_LABEL, "operator": "NotIn", "values": ["true"]}]}
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [term]}}}

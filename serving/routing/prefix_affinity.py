@@ -8,10 +8,11 @@ For each request:
 3. if its load exceeds the lowest load of any replica by more than
    ``imbalance_threshold``, fall back to least-loaded (``prefix_fallback_imbalance``);
    otherwise it goes first (``prefix_hit``);
-3b. with no match at all (``prefix_miss``), the prompt's *home* goes first: the owner
+3b. with no match at all (``prefix_miss``) and ``prefix_home`` on (the app builder turns
+   it on when the app runs several gateway replicas), the prompt's *home* goes first: the owner
    of its first block on a consistent-hash ring of the live replicas
    (:mod:`~serving.routing.hash_ring`), unless its load exceeds the lowest by more
-   than the threshold (then least-loaded);
+   than the threshold (then least-loaded); with it off, least-loaded;
 4. record the first-ranked replica for every block of the prompt *now*, at
    decision time, not when the response comes back.
 
@@ -25,7 +26,9 @@ ends up on several replicas instead of flooding one.
 Step 3b is what keeps several gateway replicas consistent: each gateway's router
 has its own index, but a prefix it has never seen goes where every other gateway
 sent it first, its home, which the ring computes the same in every process (block
-hashes of int tokens are process-independent).
+hashes of int tokens are process-independent). It costs a single gateway some
+balance: homes split the prefixes by hash, not by load, and on a tight KV cache the
+fuller replica evicts more (``benchmarks/routing_policies``), so it is off then.
 """
 
 from __future__ import annotations
@@ -52,12 +55,14 @@ class PrefixAffinityPolicy(RoutingPolicy):
         block_tokens: int,
         imbalance_threshold: int,
         max_blocks: int,
+        home: bool = True,
         rng: random.Random | None = None,
     ) -> None:
         self._block_tokens = block_tokens
         self._imbalance_threshold = imbalance_threshold
         self._index = PrefixIndex(max_blocks)
         self._rng = rng or random.Random()
+        self._home = home
         self._ring = HashRing(())
 
     @classmethod
@@ -66,6 +71,7 @@ class PrefixAffinityPolicy(RoutingPolicy):
             block_tokens=spec.prefix_block_tokens,
             imbalance_threshold=spec.imbalance_threshold,
             max_blocks=spec.max_prefix_blocks,
+            home=spec.prefix_home is not False,
             rng=rng,
         )
 
@@ -97,7 +103,7 @@ class PrefixAffinityPolicy(RoutingPolicy):
                     fallback: tuple[str, ...]) -> tuple[str, ...]:
         """``fallback`` with the prompt's home replica first, when it has one and its
         load is within the threshold of the lightest."""
-        if not hashes:
+        if not hashes or not self._home:
             return fallback
         if self._ring.replica_ids != by_id.keys():
             self._ring = HashRing(by_id)

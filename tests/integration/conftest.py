@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(items):
     """Run integration modules in the order that minimises redeploys."""
     order = {name: i for i, name in enumerate([
         "test_cli", "test_api", "test_errors", "test_disconnect", "test_overload", "test_loadtest", "test_drain",
-        "test_gateway_scale_out",
+        "test_gateway_scale_out", "test_in_engine_gateway",
         "test_routing", "test_autoscaling", "test_tensor_parallel", "test_sweep",
     ])}
     items.sort(key=lambda item: order.get(Path(str(item.fspath)).stem, 99) if "integration" in str(item.fspath) else -1)

@@ -45,3 +45,20 @@ def test_gateway_autoscaling_bounds_are_checked():
         GatewaySpec(autoscaling={"enabled": True, "min_replicas": 3, "max_replicas": 2})
     with pytest.raises(ValidationError):
         GatewaySpec(replicas=0)
+
+
+def test_gateways_can_be_pinned_to_nodes_offering_a_custom_resource():
+    assert gateway_deployment_options(from_cli([]))["ray_actor_options"]["resources"] == {}
+    config = from_cli([])
+    pinned = config.model_copy(update={"gateway": GatewaySpec(ray_resources={"serveout_gateway": 1})})
+    assert gateway_deployment_options(pinned)["ray_actor_options"]["resources"] == {"serveout_gateway": 1}
+
+
+def test_prefix_homes_are_on_exactly_when_several_gateways_run():
+    from serving.app_builder import resolved_routing
+
+    assert resolved_routing(from_cli(["--routing", "prefix-affinity"])).prefix_home is False
+    assert resolved_routing(from_cli(["--routing", "prefix-affinity", "--gateway-replicas", "2"])).prefix_home
+    assert resolved_routing(from_cli(["--gateway-autoscale", "1..3"])).prefix_home
+    with pytest.raises(ValidationError):
+        GatewaySpec(ray_resources={"serveout_gateway": 0})

@@ -20,9 +20,10 @@ KIND_STACK = REPO / "deploy" / "stacks" / "smollm2-135m-instruct-cpu-local-kind.
 
 
 def _templates(rayservice: dict) -> dict[str, dict]:
+    """Every Ray pod template: head, engine workers and (when the target has them) gateways."""
     cluster = rayservice["spec"]["rayClusterConfig"]
-    return {"head": cluster["headGroupSpec"]["template"],
-            "worker": cluster["workerGroupSpecs"][0]["template"]}
+    groups = {g["groupName"]: g["template"] for g in cluster["workerGroupSpecs"]}
+    return {"head": cluster["headGroupSpec"]["template"], "worker": groups.pop("engines"), **groups}
 
 
 def _env(container: dict) -> dict[str, dict]:

@@ -43,3 +43,25 @@ def test_serve_config_states_the_engine_options_the_app_builder_sets(h200):
     fixed = cluster_config(spec, h200, replicas={"num_replicas": 3})
     assert engine_replica_options(fixed) == {
         "name": ENGINE_DEPLOYMENT, "num_replicas": engine_deployment_options(fixed)["num_replicas"]}
+
+
+def test_the_gateway_deployment_asks_for_what_only_the_gateway_pods_offer(h200):
+    """The app builder's gateway options for the config `serving render` builds, against the
+    rendered RayCluster as Ray's KubeRay autoscaler reads it: every gateway replica fits a
+    gateway pod, and no other pod has what it asks for."""
+    from ray.autoscaler._private.kuberay.autoscaling_config import _derive_autoscaling_config_from_ray_cr
+
+    from serving.app_builder import gateway_deployment_options
+    from serving.manifests.command import cluster_stack_config
+    from serving.manifests.rayservice import render_rayservice
+
+    config = cluster_stack_config("llama-3.3-70b-instruct", None, h200, CATALOG)
+    actor = gateway_deployment_options(config)["ray_actor_options"]
+    asks = {"CPU": actor["num_cpus"], **actor["resources"]}
+    assert actor["resources"], "a target with gateway pods pins the gateway replicas"
+    rs = render_rayservice(config, h200)
+    node_types = _derive_autoscaling_config_from_ray_cr(
+        {"metadata": rs["metadata"], "spec": rs["spec"]["rayClusterConfig"]})["available_node_types"]
+    fits = [name for name, t in node_types.items()
+            if all(t["resources"].get(k, 0) >= v for k, v in asks.items())]
+    assert fits == ["gateways"]

@@ -11,6 +11,7 @@ import yaml
 from serving.errors import ConfigError
 from serving.manifests.__main__ import main
 from serving.manifests.command import cluster_stack_config, load_cluster_target
+from serving.manifests.naming import GATEWAY_RESOURCE
 from tests.unit.serving.manifests.manifest_helpers import CATALOG, REPO, TARGETS
 
 KIND = TARGETS / "cpu-local-kind.yaml"
@@ -86,3 +87,101 @@ def test_a_target_with_a_keda_section_is_refused_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "keda section was removed" in err and "/scale" in err
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+H200 = TARGETS / "h200-3x8.yaml"
+
+
+def _with_gateways(tmp_path, **gateways) -> Path:
+    """The checked-in H200 target with another ``gateways`` section."""
+    target = yaml.safe_load(H200.read_text())
+    target["gateways"] = gateways
+    path = tmp_path / "target.yaml"
+    path.write_text(yaml.safe_dump(target))
+    return path
+
+
+def test_the_targets_peak_sizes_the_gateways_unless_the_stack_says(tmp_path):
+    """Z = ceil(Y / (0.7 x X)) + 1 gateways for the target's peak; the stack file's own count wins."""
+    target = load_cluster_target(_with_gateways(tmp_path, peak_output_tokens_per_s=3000, tokens_per_core=400))
+    sized = cluster_stack_config("llama-3.1-8b-instruct", None, target, CATALOG)
+    assert sized.gateway.replicas == 12  # 3000 / 280 = 10.7 -> 11, + 1
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("gateway: {replicas: 3}\n")
+    assert cluster_stack_config("llama-3.1-8b-instruct", stack, target, CATALOG).gateway.replicas == 3
+    unsized = load_cluster_target(_with_gateways(tmp_path, cpus=2))
+    assert cluster_stack_config("llama-3.1-8b-instruct", None, unsized, CATALOG).gateway.replicas == 1
+
+
+def test_the_rendered_serve_config_carries_the_sized_gateways(tmp_path, capsys):
+    """What the cluster runs (serveConfigV2's args, the bare-metal Serve config) and the pods
+    that hold it agree with the sizing rule."""
+    target = _with_gateways(tmp_path, peak_output_tokens_per_s=1000, tokens_per_core=500, cpus=3)
+    out = tmp_path / "out"
+    assert main(["render", "--model", "llama-3.1-8b-instruct", "--target", str(target), "--out", str(out)]) == 0
+    capsys.readouterr()
+    rayservice = yaml.safe_load((out / "rayservice.yaml").read_text())
+    args = yaml.safe_load(rayservice["spec"]["serveConfigV2"])["applications"][0]["args"]
+    bare_metal = yaml.safe_load((out / "serve-config.yaml").read_text())["applications"][0]["args"]
+    assert args["gateway"]["replicas"] == bare_metal["gateway"]["replicas"] == 4  # 1000 / 350 -> 3, + 1
+    (group,) = [g for g in rayservice["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+                if g["groupName"] == "gateways"]
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 4
+    (container,) = group["template"]["spec"]["containers"]
+    assert container["resources"]["requests"]["cpu"] == container["resources"]["limits"]["cpu"] == "3"
+    assert "= 4 for the target's peak" in (out / "rayservice.yaml").read_text()
+
+
+def _rendered(out: Path) -> tuple[dict, dict, dict]:
+    """(serveConfigV2's args, the bare-metal Serve config's args, rayStartParams by group)."""
+    rayservice = yaml.safe_load((out / "rayservice.yaml").read_text())
+    cluster = rayservice["spec"]["rayClusterConfig"]
+    params = {"head": cluster["headGroupSpec"]["rayStartParams"],
+              **{g["groupName"]: g["rayStartParams"] for g in cluster["workerGroupSpecs"]}}
+    args = yaml.safe_load(rayservice["spec"]["serveConfigV2"])["applications"][0]["args"]
+    bare_metal = yaml.safe_load((out / "serve-config.yaml").read_text())["applications"][0]["args"]
+    return args, bare_metal, params
+
+
+def test_a_target_with_gateway_pods_pins_the_gateway_replicas_to_them(tmp_path, capsys):
+    """Each replica asks for the resource (on KubeRay and on VMs); only the gateway pods offer it."""
+    out = tmp_path / "out"
+    assert main(["render", "--model", "llama-3.1-8b-instruct", "--target", str(H200), "--out", str(out)]) == 0
+    capsys.readouterr()
+    args, bare_metal, params = _rendered(out)
+    assert args["gateway"]["ray_resources"] == bare_metal["gateway"]["ray_resources"] == {GATEWAY_RESOURCE: 1}
+    assert {group: p.get("resources") for group, p in params.items()} == {
+        "head": None, "engines": None, "gateways": '"{\\"serveout_gateway\\": 1}"'}
+    assert "GATEWAYS=N offers serveout_gateway" in (out / "serve-config.yaml").read_text()
+
+
+@pytest.mark.parametrize("own", [{"fast_nic": 2.0}, {}])
+def test_the_stack_files_own_gateway_resources_win_whole(tmp_path, own):
+    """Not merged with the default: a stack asking for another resource (or none) gets just that."""
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(yaml.safe_dump({"gateway": {"ray_resources": own}}))
+    config = cluster_stack_config("llama-3.1-8b-instruct", stack, load_cluster_target(H200), CATALOG)
+    assert config.gateway.ray_resources == own
+
+
+def test_without_gateway_pods_the_gateways_ask_for_no_resource(tmp_path, capsys):
+    out = tmp_path / "out"
+    stack = REPO / "deploy/stacks/smollm2-135m-instruct-cpu-local-kind.yaml"
+    assert main(["render", "--config", str(stack), "--target", str(KIND), "--out", str(out)]) == 0
+    capsys.readouterr()
+    args, bare_metal, params = _rendered(out)
+    assert args["gateway"]["ray_resources"] == bare_metal["gateway"]["ray_resources"] == {}
+    assert list(params) == ["head", "engines"] and not [p for p in params.values() if "resources" in p]
+    assert "GATEWAYS" not in (out / "serve-config.yaml").read_text()
+
+
+def test_gateway_pods_for_gateways_inside_the_engines_are_refused_in_one_line(tmp_path, capsys):
+    """Not the StackConfig's complaint about a gateway.replicas the user never set."""
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("gateway: {mode: in-engine}\n")
+    out = tmp_path / "out"
+    code = main(["render", "--model", "llama-3.1-8b-instruct", "--config", str(stack), "--target", str(H200),
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "in-engine runs none" in err and err.count("\n") == 1
+    assert not out.exists()

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 import yaml
 
+from serving.manifests.naming import GATEWAY_RESOURCE
 from tests.unit.serving.manifests.manifest_helpers import REPO
 
 DEPLOY = REPO / "deploy"
@@ -35,7 +36,7 @@ def _head_start(**env: str) -> subprocess.CompletedProcess:
     import os
 
     return subprocess.run(["bash", str(DEPLOY / "bare-metal" / "launch.sh"), "head"], capture_output=True,
-                          text=True, env={**os.environ, "RAY": "echo", **env})
+                          text=True, env={**os.environ, "RAY": "echo", "NVIDIA_SMI": "no-nvidia-smi", **env})
 
 
 def test_bare_metal_head_offers_its_gpus_to_engine_replicas():
@@ -82,13 +83,42 @@ def test_bare_metal_head_creates_the_token_it_needs(tmp_path):
         "start --head --port=6379 --dashboard-host=127.0.0.1 --metrics-export-port=8080 --disable-usage-stats"]
 
 
+def test_bare_metal_vms_offer_the_gateway_resource_when_asked():
+    """A serve-config.yaml rendered for a target with gateway pods asks for it on every
+    gateway replica: GATEWAYS=N is how a VM hosts N of them."""
+    assert "--resources" not in _head_start().stdout
+    args = _head_start(GATEWAYS="3").stdout
+    assert f'--resources={{"{GATEWAY_RESOURCE}": 3}} ' in args
+    assert "--resources" not in _head_start(GATEWAYS="0").stdout
+    for bad in ("two", "-1", "1.5"):
+        run = _head_start(GATEWAYS=bad)
+        assert run.returncode == 2 and "GATEWAYS" in run.stderr and run.stdout == ""
+
+
+def _fake_nvidia_smi(tmp_path, driver: str) -> str:
+    fake = tmp_path / "fake-nvidia-smi"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = --query-gpu=driver_version ] && printf "{driver}\\n{driver}\\n"\n')
+    fake.chmod(0o755)
+    return str(fake)
+
+
+@pytest.mark.parametrize("driver, starts", [
+    ("570.172.08", False), ("580.65.05", False), ("580.65.06", True), ("580.95.05", True), ("590.48.01", True)])
+def test_bare_metal_refuses_a_driver_older_than_cuda_13_needs(tmp_path, driver, starts):
+    run = _head_start(NVIDIA_SMI=_fake_nvidia_smi(tmp_path, driver))
+    assert (run.returncode == 0) is starts
+    if not starts:
+        assert run.stdout == "" and "580.65.06" in run.stderr and run.stderr.count("\n") == 1
+
+
 def _worker_start(tmp_path, **env: str) -> subprocess.CompletedProcess:
     import os
 
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
     return subprocess.run(["bash", str(DEPLOY / "bare-metal" / "launch.sh"), "worker", "10.0.0.10"],
                           capture_output=True, text=True,
-                          env={**clean, "RAY": _fake_ray(tmp_path), "HOME": str(tmp_path), **env})
+                          env={**clean, "RAY": _fake_ray(tmp_path), "HOME": str(tmp_path),
+                               "NVIDIA_SMI": "no-nvidia-smi", **env})
 
 
 def test_bare_metal_worker_needs_the_heads_token(tmp_path):
@@ -164,3 +194,44 @@ def test_gpu_lock_is_installed_without_resolving():
     assert "pip install --no-deps -r requirements/gpu.lock" in header and "580" in header
     assert "pip install --no-deps -r requirements/gpu.lock" in (REQUIREMENTS / "gpu.txt").read_text()
     assert "RUN pip install --no-deps -r requirements/gpu.lock" in (DEPLOY / "docker" / "Dockerfile.cuda").read_text()
+
+
+def _project_requirements(extras: set[str]) -> list:
+    """pyproject.toml's dependencies plus those of ``extras`` (self-references followed)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    found, todo, seen = [Requirement(r) for r in project["dependencies"]], list(extras), set()
+    while todo:
+        extra = todo.pop()
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for line in project["optional-dependencies"][extra]:
+            req = Requirement(line)
+            if req.name == project["name"]:
+                todo.extend(req.extras)
+            else:
+                found.append(req)
+    return found
+
+
+@pytest.mark.parametrize("lock, extras", [("cpu.lock", {"cpu", "test"}), ("gpu.lock", {"gpu", "test"})])
+def test_each_lock_holds_what_the_package_declares(lock, extras):
+    """`pip install --no-deps -e .` installs none of serveout's own dependencies: each lock must."""
+    pins = _pins(REQUIREMENTS / lock)
+    wanted = _project_requirements(extras)
+    assert len(wanted) > 10
+    for req in wanted:
+        name = req.name.lower().replace("_", "-")
+        assert name in pins, f"{lock} lacks {req}"
+        assert req.specifier.contains(pins[name], prereleases=True), f"{lock} pins {name}=={pins[name]}, not {req}"
+
+
+def test_bare_metal_worker_offers_the_gateway_resource_when_asked(tmp_path):
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("token-copied-from-the-head")
+    args = _worker_start(tmp_path, GATEWAYS="2").stdout
+    assert f'--resources={{"{GATEWAY_RESOURCE}": 2}} ' in args

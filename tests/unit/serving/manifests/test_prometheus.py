@@ -84,8 +84,8 @@ def test_plain_scrape_config(config, target):
 
 def _pod_templates(config, target) -> dict[str, dict]:
     cluster = render_rayservice(config, target)["spec"]["rayClusterConfig"]
-    return {"head": cluster["headGroupSpec"]["template"],
-            "worker": cluster["workerGroupSpecs"][0]["template"]}
+    groups = {g["groupName"]: g["template"] for g in cluster["workerGroupSpecs"]}
+    return {"head": cluster["headGroupSpec"]["template"], "worker": groups.pop("engines"), **groups}
 
 
 def _selects(monitor: dict, template: dict) -> bool:
@@ -102,11 +102,11 @@ def test_operator_monitors_select_the_rendered_pods(config, target):
     pods = _pod_templates(config, target)
     assert (nodes["kind"], gateway["kind"], rule["kind"]) == ("PodMonitor", "PodMonitor", "PrometheusRule")
     # Ray's metrics on every Ray pod ...
-    assert _selects(nodes, pods["head"]) and _selects(nodes, pods["worker"])
+    assert all(_selects(nodes, pod) for pod in pods.values())
     (endpoint,) = nodes["spec"]["podMetricsEndpoints"]
-    assert _has_port(pods["head"], endpoint["port"]) and _has_port(pods["worker"], endpoint["port"])
+    assert all(_has_port(pod, endpoint["port"]) for pod in pods.values())
     # ... the gateway once, through the head's Serve proxy (not once per node).
-    assert _selects(gateway, pods["head"]) and not _selects(gateway, pods["worker"])
+    assert [role for role, pod in pods.items() if _selects(gateway, pod)] == ["head"]
     (endpoint,) = gateway["spec"]["podMetricsEndpoints"]
     assert endpoint["port"] == "serve" and endpoint["path"] == "/metrics"
     for resource in (nodes, gateway, rule):

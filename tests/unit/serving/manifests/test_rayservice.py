@@ -12,8 +12,9 @@ from serving.config.model_spec import AcceleratorKind
 from serving.config.stack import StackConfig
 from serving.errors import ConfigError
 from serving.manifests import render_files, render_rayservice
-from serving.manifests.naming import ENGINE_DEPLOYMENT, METRICS_PORT
+from serving.manifests.naming import ENGINE_DEPLOYMENT, GATEWAY_RESOURCE, METRICS_PORT
 from serving.manifests.serve_config import IMPORT_PATH
+from serving.manifests.yaml_text import to_yaml
 from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config
 
 GPU = "nvidia.com/gpu"
@@ -34,6 +35,13 @@ def _containers(template: dict) -> list[dict]:
     return template["spec"]["containers"]
 
 
+def _engines(rayservice: dict) -> dict:
+    """The engine worker group (the gateway group, if any, comes after it)."""
+    group = rayservice["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
+    assert group["groupName"] == "engines"
+    return group
+
+
 def _serve_config(rayservice: dict) -> dict:
     text = rayservice["spec"]["serveConfigV2"]
     assert isinstance(text, str), "KubeRay's CRD declares serveConfigV2 a YAML string"
@@ -50,9 +58,11 @@ def test_required_kuberay_fields(config, target):
     head = cluster["headGroupSpec"]
     # json tags without omitempty in ray-operator/apis/ray/v1 (HeadGroupSpec, WorkerGroupSpec)
     assert {"rayStartParams", "template"} <= head.keys()
-    (group,) = cluster["workerGroupSpecs"]
-    assert {"groupName", "minReplicas", "maxReplicas", "rayStartParams", "template"} <= group.keys()
-    for template in (head["template"], group["template"]):
+    groups = cluster["workerGroupSpecs"]
+    assert [g["groupName"] for g in groups] == ["engines"] + (["gateways"] if target.gateways else [])
+    for group in groups:
+        assert {"groupName", "minReplicas", "maxReplicas", "rayStartParams", "template"} <= group.keys()
+    for template in [head["template"]] + [g["template"] for g in groups]:
         for container in _containers(template):
             assert container["name"] and container["image"] == target.image
             names = [p["name"] for p in container["ports"]]
@@ -149,7 +159,7 @@ def test_queue_depth_scaling_is_declared_where_serve_and_kuberay_act(h200):
                                  "policy_kwargs": {"target_queue_per_replica": 96}}
     assert scaling["target_ongoing_requests"] == 96
     cluster = rs["spec"]["rayClusterConfig"]
-    (group,) = cluster["workerGroupSpecs"]
+    group = _engines(rs)
     assert cluster["enableInTreeAutoscaling"] is True
     # one engine pod per replica: KubeRay's pod bounds are Serve's replica bounds
     assert (group["minReplicas"], group["replicas"], group["maxReplicas"]) == (
@@ -159,7 +169,7 @@ def test_queue_depth_scaling_is_declared_where_serve_and_kuberay_act(h200):
 def test_a_fixed_count_is_stated_for_serve_and_kuberay_alike(config, target):
     rs = render_rayservice(config, target)
     engine = _engine_options(rs)
-    (group,) = rs["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    group = _engines(rs)
     if config.autoscaling.enabled:
         assert "num_replicas" not in engine
         assert engine["autoscaling_config"]["max_replicas"] == group["maxReplicas"]
@@ -208,10 +218,10 @@ def test_gpu_head_runs_on_the_cpu_pool_and_engines_on_the_gpu_pool(h200):
 
 def test_the_rendered_file_says_how_many_nodes_it_needs(h200, kind):
     gpu = render_files(cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200), h200)["rayservice.yaml"]
-    assert "3 x h200 for engine pods (8 GPUs each) + 1 CPU node for the Ray head" in gpu
-    assert "serveout.io/pool=cpu" in gpu
+    assert "3 x h200 for engine pods (8 GPUs each) + CPU node(s) for the Ray head" in gpu
+    assert "serveout.io/pool=cpu" in gpu and "driver >= 580.65.06" in gpu
     cpu = render_files(cluster_config(CATALOG.get("smollm2-135m-instruct"), kind), kind)["rayservice.yaml"]
-    assert "the Ray head on any node" in cpu
+    assert "the Ray head on any node" in cpu and "driver" not in cpu
 
 
 def test_gpu_pods_share_a_node_in_proportion(h200):
@@ -264,3 +274,81 @@ def test_tensor_parallel_wider_than_a_node_is_refused(h200):
     config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), narrow)
     with pytest.raises(ConfigError, match="needs 4 GPUs on one node"):
         render_rayservice(config, narrow)
+
+
+def test_gateway_pods_sit_on_cpu_nodes_and_take_no_engine(h200, kind):
+    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200, gateway={"replicas": 5})
+    groups = render_rayservice(config, h200)["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    (gateways,) = [g for g in groups if g["groupName"] == "gateways"]
+    assert gateways["replicas"] == gateways["minReplicas"] == gateways["maxReplicas"] == 5
+    assert gateways["rayStartParams"]["num-cpus"] == "0", "a CPU engine must not land on a gateway pod"
+    pod = gateways["template"]["spec"]
+    assert pod["nodeSelector"] == h200.gateways.node_selector != h200.worker.node_selector
+    assert "tolerations" not in pod
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"] == {"cpu": str(h200.gateways.cpus),
+                                                "memory": f"{h200.gateways.memory_gib}Gi"}
+    assert GPU not in container["resources"]["limits"]
+    small = render_rayservice(cluster_config(CATALOG.get("smollm2-135m-instruct"), kind), kind)
+    assert [g["groupName"] for g in small["spec"]["rayClusterConfig"]["workerGroupSpecs"]] == ["engines"]
+
+
+def _groups(rayservice: dict) -> dict[str, dict]:
+    cluster = rayservice["spec"]["rayClusterConfig"]
+    return {"head": cluster["headGroupSpec"], **{g["groupName"]: g for g in cluster["workerGroupSpecs"]}}
+
+
+def test_gateway_pods_offer_the_gateway_resource_in_kuberays_format(h200):
+    """KubeRay hands rayStartParams to `ray start` through a shell: JSON in an escaped,
+    double-quoted string (its documented form), one unit per pod (one replica per pod)."""
+    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200,
+                            gateway={"replicas": 5, "ray_resources": {GATEWAY_RESOURCE: 1}})
+    rs = render_rayservice(config, h200)
+    groups = _groups(rs)
+    assert groups["gateways"]["rayStartParams"]["resources"] == '"{\\"serveout_gateway\\": 1}"'
+    assert """resources: '"{\\"serveout_gateway\\": 1}"'""" in to_yaml(rs)
+    assert [name for name, g in groups.items() if "resources" in g["rayStartParams"]] == ["gateways"]
+    fixed = groups["gateways"]
+    assert fixed["replicas"] == fixed["minReplicas"] == fixed["maxReplicas"] == 5
+    assert rs["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is False
+
+
+def test_rays_autoscaler_sees_the_gateway_resource_on_the_gateway_group_alone(h200):
+    """The rendered RayCluster read by Ray 2.60's own KubeRay autoscaler config: only the
+    gateway group offers the resource, with Serve's gateway bounds, so a pending gateway
+    replica makes it add a gateway pod (and the in-tree autoscaler runs for it even with
+    the engines fixed)."""
+    from ray.autoscaler._private.kuberay.autoscaling_config import _derive_autoscaling_config_from_ray_cr
+
+    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200, gateway={
+        "ray_resources": {GATEWAY_RESOURCE: 1},
+        "autoscaling": {"enabled": True, "min_replicas": 2, "max_replicas": 9}})
+    assert not config.autoscaling.enabled
+    rs = render_rayservice(config, h200)
+    cluster = rs["spec"]["rayClusterConfig"]
+    node_types = _derive_autoscaling_config_from_ray_cr(
+        {"metadata": rs["metadata"], "spec": cluster})["available_node_types"]
+    assert [name for name, t in node_types.items() if GATEWAY_RESOURCE in t["resources"]] == ["gateways"]
+    gateways = node_types["gateways"]
+    assert gateways["resources"][GATEWAY_RESOURCE] == 1 and gateways["resources"]["CPU"] == 0
+    assert (gateways["min_workers"], gateways["max_workers"]) == (2, 9)
+    assert _groups(rs)["gateways"]["replicas"] == 2
+    assert cluster["enableInTreeAutoscaling"] is True
+
+
+def test_without_a_cpu_pool_label_the_head_keeps_off_gpu_nodes(h200):
+    """A GPU target naming no pools: engines select GPU nodes, the head (and gateways) avoid them."""
+    data = h200.model_dump(mode="json")
+    for role in ("worker", "head", "gateways"):
+        data[role]["node_selector"] = {}
+    target = type(h200).model_validate(data)
+    cluster = render_rayservice(cluster_config(CATALOG.get("llama-3.3-70b-instruct"), target),
+                                target)["spec"]["rayClusterConfig"]
+    groups = {g["groupName"]: g["template"]["spec"] for g in cluster["workerGroupSpecs"]}
+    assert groups["engines"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    for pod in (cluster["headGroupSpec"]["template"]["spec"], groups["gateways"]):
+        assert "nodeSelector" not in pod
+        (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        assert term["matchExpressions"] == [
+            {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}]

@@ -9,8 +9,8 @@ from serving.config.model_spec import AcceleratorKind
 from serving.errors import ConfigError
 from serving.manifests.command import load_cluster_target
 from serving.manifests.naming import resource_name
-from serving.manifests.sizing import plan_workers
-from serving.manifests.target import RAY_VERSION, ClusterTarget
+from serving.manifests.sizing import gateway_replicas, plan_gateways, plan_workers
+from serving.manifests.target import GPU_PRESENT_LABEL, RAY_VERSION, ClusterTarget
 from tests.unit.serving.manifests.manifest_helpers import CATALOG, TARGETS, cluster_config
 
 
@@ -50,9 +50,11 @@ def test_the_valid_base_target_loads():
     ({"ray_version": "2.9.0"}, "ray_version"),
     ({"bogus": 1}, "bogus"),
     ({"image": "two words"}, "image reference"),
-    ({"worker": {"cpus": 8, "memory_gib": 64, "accelerators": 8}}, "worker.node_selector"),
-    ({"head": {"cpus": 2, "memory_gib": 8}}, "head.node_selector naming a CPU node pool"),
-    ({"head": {"cpus": 2, "memory_gib": 8, "node_selector": GPU_POOL}}, "head.node_selector"),
+    ({"head": {"cpus": 2, "memory_gib": 8, "node_selector": GPU_POOL}},
+     "head.node_selector selects the GPU workers' pool"),
+    ({"gateways": {"node_selector": GPU_POOL}}, "gateways.node_selector selects the GPU workers' pool"),
+    ({"gateways": {"peak_output_tokens_per_s": 0}}, "peak_output_tokens_per_s"),
+    ({"gateways": {"tokens_per_core": -1}}, "tokens_per_core"),
     ({"keda": {"scale_target": {"api_version": "ray.io/v1", "kind": "RayService", "name": "x"}}},
      "keda section was removed"),
 ])
@@ -111,3 +113,72 @@ def test_gpu_targets_put_the_head_on_a_cpu_pool_apart_from_the_workers(h200):
     assert h200.worker.node_selector and h200.head.node_selector
     assert not h200.head.node_selector.items() <= h200.worker.node_selector.items()
     assert not h200.head.tolerations, "the head must not tolerate the GPU nodes' taint"
+
+
+def test_gpu_workers_default_to_the_gpu_present_label_and_the_head_avoids_it():
+    """Without selectors: workers on nodes GPU feature discovery marks, head off them."""
+    target = ClusterTarget.model_validate(_target(
+        worker={"cpus": 8, "memory_gib": 64, "accelerators": 8}, head={"cpus": 2, "memory_gib": 8}))
+    assert target.worker.node_selector == {GPU_PRESENT_LABEL: "true"}
+    (term,) = target.cpu_node_affinity(target.head)["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {"matchExpressions": [{"key": GPU_PRESENT_LABEL, "operator": "NotIn", "values": ["true"]}]}
+    assert ClusterTarget.model_validate(_target()).cpu_node_affinity(
+        ClusterTarget.model_validate(_target()).head) is None, "a named CPU pool needs no affinity"
+
+
+def test_a_cpu_target_gets_neither_a_default_selector_nor_an_affinity():
+    cpu = ClusterTarget.model_validate(_target(accelerator="cpu", worker={"cpus": 8, "memory_gib": 64},
+                                               head={"cpus": 2, "memory_gib": 8}))
+    assert cpu.worker.node_selector == {} and cpu.cpu_node_affinity(cpu.head) is None
+
+
+@pytest.mark.parametrize("peak, per_core, replicas", [
+    (36_000, 520, 100),   # docs/serving.md's example: 36000 / 364 = 98.9 -> 99, + 1 spare
+    (364, 520, 2),        # exactly one front-end core at 70 %: no rounding up past it
+    (365, 520, 3),        # a token/s more needs a second core
+    (1, 520, 2),          # any traffic: one gateway + the spare
+    (63, 90, 2),          # 63 / (0.7 x 90) = 1 exactly (in floats: 1.0000000000000002 -> 3)
+])
+def test_the_sizing_rule_counts_gateways(peak, per_core, replicas):
+    assert gateway_replicas(peak, per_core) == replicas
+
+
+@pytest.mark.parametrize("peak, per_core", [(0, 520), (100, 0), (-1, 520)])
+def test_the_sizing_rule_refuses_nonsense(peak, per_core):
+    with pytest.raises(ConfigError, match="positive"):
+        gateway_replicas(peak, per_core)
+
+
+def test_gateway_pods_hold_the_most_gateway_replicas_the_config_runs():
+    target = ClusterTarget.model_validate(_target(gateways={"cpus": 3, "memory_gib": 6}))
+    spec = CATALOG.get("llama-3.1-8b-instruct")
+    fixed = plan_gateways(cluster_config(spec, target, gateway={"replicas": 4}), target)
+    assert (fixed.min_pods, fixed.max_pods, fixed.cpus, fixed.memory_gib) == (4, 4, 3, 6)
+    assert fixed.offers == {} and not fixed.autoscaling
+    # Autoscaled replicas that ask for no resource never make KubeRay add a pod: room for the most.
+    scaled = cluster_config(spec, target, gateway={"replicas": 4, "autoscaling": {
+        "enabled": True, "min_replicas": 2, "max_replicas": 7}})
+    assert (plan_gateways(scaled, target).min_pods, plan_gateways(scaled, target).max_pods) == (7, 7)
+    assert plan_gateways(cluster_config(spec, target), ClusterTarget.model_validate(_target())) is None
+
+
+def test_gateway_pods_offer_what_a_replica_asks_for_and_follow_serves_bounds():
+    """A replica reserving a resource only these pods offer makes KubeRay add a pod for it,
+    so the group scales between Serve's bounds."""
+    target = ClusterTarget.model_validate(_target(gateways={"cpus": 2}))
+    spec = CATALOG.get("llama-3.1-8b-instruct")
+    wants = {"serveout_gateway": 1.0, "fast_nic": 0.5}
+    fixed = plan_gateways(cluster_config(spec, target, gateway={"replicas": 3, "ray_resources": wants}),
+                          target)
+    assert (fixed.min_pods, fixed.max_pods, fixed.offers) == (3, 3, wants)  # one replica per pod
+    scaled = plan_gateways(cluster_config(spec, target, gateway={"ray_resources": wants, "autoscaling": {
+        "enabled": True, "min_replicas": 2, "max_replicas": 7}}), target)
+    assert (scaled.min_pods, scaled.max_pods, scaled.autoscaling) == (2, 7, True)
+
+
+def test_gateway_pods_are_refused_for_gateways_inside_the_engines():
+    target = ClusterTarget.model_validate(_target(gateways={"cpus": 2}))
+    config = cluster_config(CATALOG.get("llama-3.1-8b-instruct"), target, gateway={"mode": "in-engine"})
+    with pytest.raises(ConfigError, match="in-engine runs none"):
+        plan_gateways(config, target)

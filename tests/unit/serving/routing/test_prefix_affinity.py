@@ -128,3 +128,9 @@ def test_an_overloaded_home_is_passed_over_for_the_least_loaded():
     ranking = rank(policy, request(5), loads(**{home: 3, other: 0}))
     assert ranking.decision is RoutingDecision.PREFIX_MISS
     assert ranking.order[0] == other
+
+
+def test_without_homes_a_new_prefix_goes_least_loaded():
+    policy = PrefixAffinityPolicy(block_tokens=BLOCK, imbalance_threshold=2, max_blocks=100, home=False,
+                                  rng=random.Random(0))
+    assert rank(policy, request(5), loads(a=1, b=0)).order[0] == "b"
