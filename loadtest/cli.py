@@ -3,6 +3,7 @@
 Exit codes: :class:`loadtest.errors.ExitCode`. ``loadtest sweep`` and ``loadtest plan``
 are deprecated aliases of ``sweep run`` and ``sweep plan``; they start ``python -m sweep``
 as a separate program, so this package never imports the sweep or the serving stack.
+``loadtest simulate`` starts ``python -m simulator run`` the same way.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--idle-timeout", type=_duration, default=600.0,
                         help="stop when no master answers for this long (default: 10m)")
 
+    sub.add_parser("simulate", help="simulate a load test against vLLM replicas on given hardware "
+                   "(`python -m simulator run`; see docs/simulator.md)", add_help=False)
     for alias, command in SWEEP_ALIASES.items():
         sub.add_parser(alias, help=f"deprecated: use `sweep {command}`", add_help=False)
     listing = sub.add_parser("list", help="list profiles, workloads, report formats and prompt sets")
@@ -253,6 +256,15 @@ def forward_to_sweep(alias: str, args: list[str]) -> int:
         return child.wait()
 
 
+def forward_to_simulator(args: list[str]) -> int:
+    """``loadtest simulate ARGS``: ``python -m simulator run ARGS``, as a child program."""
+    child = subprocess.Popen([sys.executable, "-m", "simulator", "run", *args])
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        return child.wait()
+
+
 def run_command(command: Callable[[argparse.Namespace, Console], int], args: argparse.Namespace) -> int:
     """Run one command; an escaping :class:`LoadTestError` becomes one line and its exit code."""
     # Piped or logged output: wide enough that result tables are not cut to 80 columns.
@@ -272,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in SWEEP_ALIASES:
         return forward_to_sweep(argv[0], argv[1:])
+    if argv and argv[0] == "simulate":
+        return forward_to_simulator(argv[1:])
     args = build_parser().parse_args(argv)
     return run_command(COMMANDS[args.command], args)
 

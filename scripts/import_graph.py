@@ -8,8 +8,11 @@ excepted: they never run). The rules (docs/development.md):
 
 - no import cycle between modules;
 - ``loadtest`` imports neither ``serving`` nor ``sweep`` (it stands alone);
-- ``serving`` imports neither ``loadtest`` nor ``sweep``;
-- only ``sweep`` imports both ``loadtest`` and ``serving``.
+- ``serving`` imports neither ``loadtest`` nor ``sweep`` nor ``simulator``;
+- ``loadtest`` does not import ``simulator`` either (``loadtest simulate`` starts it
+  as a child program);
+- only ``sweep`` and ``simulator`` import both ``loadtest`` and ``serving``
+  (``sweep`` may import ``simulator``; not the other way round).
 
 Standard library only, so it runs before any set-up.
 """
@@ -22,8 +25,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-PACKAGES = ("serving", "loadtest", "sweep")
-FORBIDDEN = {"loadtest": ("serving", "sweep"), "serving": ("loadtest", "sweep")}
+PACKAGES = ("serving", "loadtest", "sweep", "simulator")
+FORBIDDEN = {
+    "loadtest": ("serving", "sweep", "simulator"),
+    "serving": ("loadtest", "sweep", "simulator"),
+    "simulator": ("sweep",),
+}
 
 
 def module_name(root: Path, path: Path) -> str:

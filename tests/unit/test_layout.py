@@ -71,3 +71,25 @@ def test_type_checking_imports_do_not_count(tmp_path: Path):
     })
     graph = _load_script()
     assert graph.violations(graph.build_graph(tmp_path)[0]) == []
+
+
+def test_the_simulator_sits_beside_the_sweep_never_inside_loadtest_or_serving(tmp_path: Path):
+    _write(tmp_path, {
+        "loadtest/__init__.py": "",
+        "loadtest/cli.py": "import simulator.core\n",
+        "serving/__init__.py": "",
+        "serving/app.py": "from simulator import core\n",
+        "simulator/__init__.py": "",
+        "simulator/core.py": "import loadtest\nimport serving\n",
+        "simulator/cli.py": "import sweep.plan\n",
+        "sweep/__init__.py": "",
+        "sweep/plan.py": "import simulator.core\n",
+    })
+    graph = _load_script()
+    found = graph.violations(graph.build_graph(tmp_path)[0])
+    assert found == [
+        "loadtest.cli imports simulator.core (loadtest must not import simulator)",
+        "serving.app imports simulator (serving must not import simulator)",
+        "serving.app imports simulator.core (serving must not import simulator)",
+        "simulator.cli imports sweep.plan (simulator must not import sweep)",
+    ]

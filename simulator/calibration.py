@@ -1,0 +1,156 @@
+"""Fitting the step-time model's constants to measured engine steps (pure but for
+:func:`load_step_times` and :func:`write_fitted_profile`).
+
+The step-time file (schema 1, written by ``benchmarks/step_time.py``)::
+
+    {"schema": 1, "hardware": "cpu", "cpu_model": str, "model": "smollm2-135m-instruct",
+     "tensor_parallel_size": 1, "dtype": "float32", "vllm_version": str,
+     "engine": {"max_num_seqs": int, "max_num_batched_tokens": int, "block_size": int},
+     "steps": [{"prefill_tokens": int, "decode_seqs": int, "context_tokens": int,
+                "num_seqs": int, "step_s": float}, ...]}
+
+The fit minimises the squared *relative* error of every step (each point counts the
+same whatever its length) over the six non-negative coefficients of
+:func:`simulator.step_time.predict`. ``max(memory, compute)`` makes it piecewise
+linear: each step is assigned to the bound that dominates under the current
+coefficients, the linear problem is solved (non-negative: a coefficient that comes out
+negative is dropped and the rest re-solved), and the two repeat until the assignment
+stops changing. Columns that are zero on every step (the all-reduce terms at TP 1) are
+not identifiable, nor is a column constant over every step other than the overhead's
+(the all-reduce count at one TP size cannot be told from the step overhead): their
+coefficients keep the profile's values (:func:`identifiable_columns`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simulator.errors import CalibrationError, SimulationConfigError
+from simulator.hardware import Efficiencies, Figure, HardwareProfile
+from simulator.step_time import FEATURES, predict
+
+MAX_ROUNDS = 50
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineShape(_Strict):
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+
+
+class MeasuredStep(_Strict):
+    prefill_tokens: int = Field(ge=0)
+    decode_seqs: int = Field(ge=0)
+    context_tokens: int = Field(ge=0)
+    num_seqs: int = Field(ge=1)
+    step_s: float = Field(gt=0)
+
+
+class StepTimes(_Strict):
+    """A step-time file (see the module docstring)."""
+
+    schema_: int = Field(alias="schema")
+    hardware: str
+    cpu_model: str = ""
+    model: str
+    tensor_parallel_size: int = Field(ge=1)
+    dtype: str
+    vllm_version: str = ""
+    engine: EngineShape
+    steps: tuple[MeasuredStep, ...] = Field(min_length=1)
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        """(prefill tokens, decode seqs, context tokens, seqs, step seconds) as arrays."""
+        rows = np.array([(s.prefill_tokens, s.decode_seqs, s.context_tokens, s.num_seqs, s.step_s)
+                         for s in self.steps], dtype=float)
+        return tuple(rows.T)
+
+
+def load_step_times(path: Path) -> StepTimes:
+    try:
+        data = json.loads(path.read_text())
+        times = StepTimes.model_validate(data)
+    except (OSError, ValueError, ValidationError) as exc:
+        raise SimulationConfigError(f"invalid step-time file {path}: {str(exc).splitlines()[0]}") from None
+    if times.schema_ != 1:
+        raise SimulationConfigError(f"{path}: step-time schema {times.schema_}; this simulator reads 1")
+    return times
+
+
+def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with x >= 0: drop the most negative coefficient and re-solve."""
+    active = list(range(a.shape[1]))
+    while True:
+        x = np.zeros(a.shape[1])
+        if active:
+            x[active] = np.linalg.lstsq(a[:, active], b, rcond=None)[0]
+        negative = [i for i in active if x[i] < 0]
+        if not negative:
+            return x
+        active.remove(min(negative, key=lambda i: x[i]))
+
+
+def identifiable_columns(features: np.ndarray) -> list[int]:
+    """The columns of ``features`` a fit can determine (see the module docstring)."""
+    overhead = FEATURES.index("overhead")
+    return [i for i in range(len(FEATURES)) if np.any(features[:, i] > 0)
+            and (i == overhead or np.ptp(features[:, i]) > 0)]
+
+
+def fit_coefficients(features: np.ndarray, step_s: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """The six coefficients minimising the relative error of ``predict(features, c)``
+    against ``step_s`` (``prior``: the start, and the value of unidentifiable ones)."""
+    if len(step_s) < 3:
+        raise CalibrationError(f"{len(step_s)} steps are too few to fit (need at least 3)")
+    identifiable = identifiable_columns(features)
+    fixed = [i for i in range(2, len(FEATURES)) if i not in identifiable]
+    target = 1.0 - (features[:, fixed] @ prior[fixed]) / step_s
+    coefficients = prior.astype(float).copy()
+    memory_bound = None
+    for _ in range(MAX_ROUNDS):
+        bound = features[:, 0] * coefficients[0] >= features[:, 1] * coefficients[1]
+        if memory_bound is not None and np.array_equal(bound, memory_bound):
+            break
+        memory_bound = bound
+        design = features.copy()
+        design[:, 0] = np.where(bound, features[:, 0], 0.0)
+        design[:, 1] = np.where(bound, 0.0, features[:, 1])
+        columns = [i for i in identifiable if np.any(design[:, i] > 0)]
+        weights = 1.0 / step_s
+        solved = _nonnegative_lstsq(design[:, columns] * weights[:, None], target)
+        coefficients[columns] = solved
+    if coefficients[0] <= 0 or coefficients[1] <= 0:
+        raise CalibrationError("the fit left no memory or compute term: are the steps all alike?")
+    return coefficients
+
+
+def percentage_errors(features: np.ndarray, step_s: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
+    """Signed error of each predicted step, in percent of the measured one."""
+    return (predict(features, coefficients) - step_s) / step_s * 100.0
+
+
+def fitted_efficiencies(coefficients: np.ndarray, prior: Efficiencies, source: str,
+                        fitted: set[int]) -> Efficiencies:
+    """The coefficients as an :class:`Efficiencies` (fitted ones cite ``source``)."""
+    values = (1 / coefficients[0], 1 / coefficients[1], 1 / coefficients[2] if coefficients[2] else 0.0,
+              coefficients[3] * 1e6, coefficients[4] * 1e3, coefficients[5] * 1e6)
+    old = [getattr(prior, name) for name in Efficiencies.model_fields]
+    return Efficiencies(**{
+        name: Figure(value=float(v), source=source, assumed=False) if i in fitted else o
+        for i, (name, v, o) in enumerate(zip(Efficiencies.model_fields, values, old))
+    })
+
+
+def write_fitted_profile(profile: HardwareProfile, efficiency: Efficiencies, path: Path) -> None:
+    """``profile`` with ``efficiency`` replaced, as YAML (loadable by ``--hardware PATH``)."""
+    data = profile.model_copy(update={"efficiency": efficiency}).model_dump(mode="json", exclude_none=True)
+    path.write_text("# written by python -m simulator calibrate\n" + yaml.safe_dump(data, sort_keys=False))

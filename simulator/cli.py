@@ -1,0 +1,201 @@
+"""``python -m simulator`` (also ``loadtest simulate``): a calibrated simulator of vLLM
+replicas behind serveout's router.
+
+    python -m simulator run --hardware h200 --model llama-3.3-70b-instruct --replicas 6 \\
+        --tensor-parallel 4 --routing least-loaded --profile poisson:rate=50 \\
+        --workload random:input_len=1024,output_len=256 --duration 1h --out results/sim
+    python -m simulator calibrate STEP_TIMES.json --hardware cpu --out simulator/hardware/cpu-fitted.yaml
+    python -m simulator hardware              # the profiles and their assumed constants
+
+``run`` takes every load option of ``loadtest run`` (``--profile``, ``--workload``,
+``--duration``, ``--requests``, ``--warmup``, ``--cooldown``, ``--slo``, ``--seed``,
+``--tokenizer``, ``--prompt-pool``, ``--endpoint``, ``--out``, ``--reports``,
+``--label``, ``--quiet``), parsed by the load tester's own parser, and writes the same
+``summary.json`` and reports, labelled simulated, plus ``simulation.json``.
+
+Exit codes (:class:`loadtest.errors.ExitCode`): 0 done (SLO met or none set), 1 an SLO
+missed, 2 an invalid option, spec, profile or file, 3 the simulation or fit failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from loadtest.cli import build_parser as loadtest_parser
+from loadtest.cli import config_from_args, run_command
+from loadtest.errors import ExitCode
+from simulator.config import REPO, SimulationConfig
+from simulator.errors import SimulationConfigError
+
+SIMULATED_TARGET = "http://simulated.invalid"
+
+
+def _autoscale(text: str) -> tuple[int, int]:
+    low, sep, high = text.partition("..")
+    if not sep or not low.isdigit() or not high.isdigit() or int(low) > int(high) or int(high) < 1:
+        raise argparse.ArgumentTypeError(f"expected MIN..MAX replicas, e.g. 1..8; got {text!r}")
+    return int(low), int(high)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="simulator", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="simulate a load test against a cluster (plus every load option of "
+                                     "`loadtest run`)")
+    run.add_argument("--hardware", required=True, help="a profile name (see `simulator hardware`) or YAML path")
+    run.add_argument("--model", default="smollm2-135m-instruct", help="a model spec name (default: %(default)s)")
+    run.add_argument("--replicas", type=int, default=1, help="engine replicas (autoscaling: the initial count)")
+    run.add_argument("--tensor-parallel", type=int, default=None, help="ranks per replica (default: the spec's)")
+    run.add_argument("--routing", default="least-loaded", help="routing policy (default: %(default)s)")
+    run.add_argument("--autoscale", type=_autoscale, default=None, metavar="MIN..MAX",
+                     help="queue-depth autoscaling between MIN and MAX replicas")
+    run.add_argument("--max-in-flight", type=int, default=None, help="gateway admission bound (default: 256)")
+    run.add_argument("--max-num-seqs", type=int, default=None, help="engine max_num_seqs (default: the spec's)")
+    run.add_argument("--replica-start", type=float, default=None, metavar="SECONDS",
+                     help="a new replica's start time (default: the hardware profile's)")
+    run.add_argument("--session-header", action="store_true",
+                     help="requests carry their session id (for the session policy)")
+    run.add_argument("--models-dir", type=Path, default=REPO / "models")
+
+    calibrate = sub.add_parser("calibrate", help="fit a hardware profile's efficiencies to measured step times")
+    calibrate.add_argument("step_times", type=Path, help="a step-time JSON file (schema: docs/simulator.md)")
+    calibrate.add_argument("--hardware", default=None, help="the profile to fit (default: the file's)")
+    calibrate.add_argument("--out", type=Path, required=True, help="where the fitted profile YAML goes")
+    calibrate.add_argument("--models-dir", type=Path, default=REPO / "models")
+
+    sub.add_parser("hardware", help="list the hardware profiles and their assumed constants")
+    return parser
+
+
+def simulation_config(args: argparse.Namespace) -> SimulationConfig:
+    from pydantic import ValidationError
+
+    from serving.config.model_spec import ModelCatalog
+    from serving.config.stack import AutoscalingSpec, RoutingSpec
+    from serving.errors import ConfigError as ServingConfigError
+    from serving.routing import parse_policy_name
+
+    try:
+        policy = parse_policy_name(args.routing)
+        engine = None
+        if args.max_num_seqs is not None:
+            spec = ModelCatalog(args.models_dir).get(args.model)
+            engine = spec.engine.model_copy(update={"max_num_seqs": args.max_num_seqs})
+        autoscaling = AutoscalingSpec()
+        if args.autoscale is not None:
+            low, high = args.autoscale
+            autoscaling = AutoscalingSpec(enabled=True, min_replicas=low, max_replicas=high)
+        extra = {"max_in_flight": args.max_in_flight} if args.max_in_flight else {}
+        return SimulationConfig(
+            hardware=args.hardware, model=args.model, replicas=args.replicas, tensor_parallel=args.tensor_parallel,
+            routing=RoutingSpec(policy=policy), autoscaling=autoscaling, engine=engine,
+            replica_start_s=args.replica_start, send_session_id=args.session_header, models_dir=args.models_dir,
+            **extra)
+    except ServingConfigError as exc:
+        raise SimulationConfigError(str(exc)) from None
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise SimulationConfigError(problems) from None
+
+
+def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
+    from loadtest.reports.table import summary_renderable
+    from simulator.simulate import simulate, write_simulation
+
+    from simulator.engine import replica_setup
+
+    sim = simulation_config(args)
+    replica_setup(sim)  # a bad hardware/model/TP combination fails here, before any output
+    load_args = loadtest_parser().parse_args(["run", "--target", SIMULATED_TARGET, "--model", args.model,
+                                              "--no-metrics", *rest])
+    config = config_from_args(load_args)
+    out = load_args.out or Path("results") / time.strftime("simulate-%Y%m%d-%H%M%S")
+    err = Console(stderr=True)
+    err.print(f"[bold]simulator[/] {sim.label}: {config.profile.kind} x {config.workload.kind}; results in {out}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[now]}"),
+                  TimeElapsedColumn(), console=err, disable=load_args.quiet, transient=True) as bar:
+        tasks: dict[int, int] = {}
+        total = config.duration_s or None
+
+        def progress(plan, t: float) -> None:
+            if plan.index not in tasks:
+                tasks[plan.index] = bar.add_task(f"stage {plan.index} ({plan.label})", total=total, now="")
+            bar.update(tasks[plan.index], completed=t, now=f"{t:,.0f} s simulated")
+
+        result = simulate(config, sim, progress=progress)
+    reports = tuple(p.strip() for p in load_args.reports.split(",")) if load_args.reports else None
+    write_simulation(result, out, reports)
+    console.print(summary_renderable(result.summary))
+    figures = result.stages[result.summary.headline_stage]
+    console.print(f"simulated in {result.wall_s:.1f} s; {figures.gpu_hours:.2f} GPU-hours; "
+                  f"{figures.preemptions} preemptions; results: {out}")
+    return ExitCode.SLO_MISSED if result.summary.passed is False else ExitCode.OK
+
+
+def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
+    from simulator.calibration import (
+        fit_coefficients,
+        identifiable_columns,
+        fitted_efficiencies,
+        load_step_times,
+        percentage_errors,
+        write_fitted_profile,
+    )
+    from simulator.engine import load_model
+    from simulator.hardware import load_hardware
+    from simulator.step_time import StepTimeModel
+
+    times = load_step_times(args.step_times)
+    hardware = load_hardware(args.hardware or times.hardware)
+    spec = load_model(times.model, args.models_dir)
+    model = StepTimeModel(spec.architecture, hardware, tensor_parallel=times.tensor_parallel_size, dtype=times.dtype)
+    prefill, decode, context, seqs, step_s = times.columns()
+    features = model.features(prefill, decode, context, seqs)
+    coefficients = fit_coefficients(features, step_s, model.coefficients)
+    errors = percentage_errors(features, step_s, coefficients)
+    fitted = set(identifiable_columns(features))
+    mape = float(abs(errors).mean())
+    source = (f"fitted: python -m simulator calibrate {args.step_times.name} ({len(step_s)} steps, "
+              f"{times.model} TP{times.tensor_parallel_size} {times.dtype}, vLLM {times.vllm_version}; "
+              f"MAPE {mape:.1f}%)")
+    efficiency = fitted_efficiencies(coefficients, hardware.efficiency, source, fitted)
+    write_fitted_profile(hardware, efficiency, args.out)
+    table = Table(title=f"step times: measured vs fitted ({len(step_s)} steps)", title_justify="left")
+    for col in ("prefill", "decode", "context", "seqs", "measured ms", "fitted ms", "error"):
+        table.add_column(col, justify="right")
+    predicted = step_s * (1 + errors / 100)
+    for i in range(len(step_s)):
+        table.add_row(*(f"{int(x)}" for x in (prefill[i], decode[i], context[i], seqs[i])),
+                      f"{step_s[i] * 1e3:.2f}", f"{predicted[i] * 1e3:.2f}", f"{errors[i]:+.1f}%")
+    console.print(table)
+    for name, figure in efficiency:
+        console.print(f"{name}: {figure.value:.4g}{'' if not figure.assumed else ' (assumed, not fitted)'}")
+    console.print(f"MAPE {mape:.1f}% over {len(step_s)} steps; fitted profile: {args.out}")
+    return ExitCode.OK
+
+
+def cmd_hardware(args: argparse.Namespace, console: Console) -> int:
+    from simulator.hardware import hardware_names, load_hardware
+
+    for name in hardware_names():
+        profile = load_hardware(name)
+        console.print(f"[bold]{name}[/]: {profile.description}")
+        console.print(f"  assumed until calibrated: {', '.join(profile.assumptions()) or 'nothing'}")
+    return ExitCode.OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args, rest = build_parser().parse_known_args(argv)
+    if args.command == "run":
+        return run_command(lambda a, console: cmd_run(a, rest, console), args)
+    if rest:
+        build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
+    return run_command({"calibrate": cmd_calibrate, "hardware": cmd_hardware}[args.command], args)

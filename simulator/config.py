@@ -1,0 +1,42 @@
+"""The typed configuration of a simulation: which cluster serves the load test's traffic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from serving.config.model_spec import EngineSettings
+from serving.config.stack import AutoscalingSpec, GatewaySpec, RoutingSpec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class SimulationConfig(BaseModel):
+    """A simulated deployment: ``replicas`` engine replicas of ``model`` on ``hardware``,
+    each ``tensor_parallel`` ranks, behind one gateway (admission bound ``max_in_flight``)
+    and one router (``routing``); ``autoscaling.enabled`` starts at ``replicas`` and
+    scales within its bounds. ``engine`` replaces the model spec's engine settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hardware: str = Field(description="a profile name (simulator/hardware/NAME.yaml) or a YAML path")
+    model: str = Field(description="a model spec name (models/NAME.yaml)")
+    replicas: int = Field(1, ge=1)
+    tensor_parallel: int | None = Field(None, ge=1, description="None = the model spec's")
+    routing: RoutingSpec = RoutingSpec()
+    autoscaling: AutoscalingSpec = AutoscalingSpec()
+    max_in_flight: int = Field(GatewaySpec().max_in_flight, ge=1, description="gateway admission bound")
+    max_ongoing_requests: int | None = Field(None, ge=1, description="per replica; None = max_num_seqs")
+    engine: EngineSettings | None = None
+    replica_start_s: float | None = Field(None, ge=0, description="None = the hardware profile's")
+    send_session_id: bool = Field(
+        False, description="requests carry their session id (`loadtest run` sends none today)")
+    models_dir: Path = REPO / "models"
+
+    @property
+    def label(self) -> str:
+        scale = (f"{self.autoscaling.min_replicas}..{self.autoscaling.max_replicas}" if self.autoscaling.enabled
+                 else str(self.replicas))
+        tp = f" TP{self.tensor_parallel}" if self.tensor_parallel else ""
+        return f"simulated {self.model} on {self.hardware}: {scale} replica(s){tp}, {self.routing.policy}"

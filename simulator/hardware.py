@@ -1,0 +1,109 @@
+"""Hardware profiles: data files in ``simulator/hardware/`` (one per accelerator), each
+figure with its source and whether it is an assumption.
+
+A profile's figures are per tensor-parallel rank (one GPU) except on ``kind: cpu``,
+where they are the whole machine's (measured by ``python -m simulator.measure_cpu``)
+and the ranks running on it share them (:meth:`HardwareProfile.rank_share`).
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simulator.errors import SimulationConfigError
+
+HARDWARE_DIR = Path(__file__).resolve().parent / "hardware"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Figure(_Strict):
+    """One number and where it comes from; ``assumed`` until measured on that hardware."""
+
+    value: float = Field(ge=0)
+    source: str = Field(min_length=1)
+    assumed: bool = False
+
+
+class HardwareKind(enum.StrEnum):
+    GPU = "gpu"
+    CPU = "cpu"
+
+
+class Efficiencies(_Strict):
+    """The fitted constants of the step-time model (docs/simulator.md, "Step time")."""
+
+    memory: Figure = Field(description="share of memory bandwidth reached")
+    compute: Figure = Field(description="share of peak FLOP/s reached")
+    network: Figure = Field(description="share of interconnect bandwidth reached by all-reduces")
+    allreduce_latency_us: Figure = Field(description="fixed cost of one all-reduce")
+    step_overhead_ms: Figure = Field(description="fixed cost of one engine step")
+    seq_overhead_us: Figure = Field(description="cost per scheduled sequence per step")
+
+
+class EngineDefaults(_Strict):
+    """vLLM's defaults on this hardware where the model spec leaves them unset."""
+
+    max_num_batched_tokens: int = Field(ge=16, description="per replica (CPU: times the TP size)")
+    block_size: int = Field(ge=1)
+
+
+class HardwareProfile(_Strict):
+    """One accelerator (or CPU machine) as the step-time model sees it."""
+
+    name: str
+    description: str = ""
+    kind: HardwareKind
+    cores: int | None = Field(None, ge=1, description="CPU only: cores the figures were measured on")
+    memory_gb: Figure
+    memory_bandwidth_gbps: Figure
+    peak_tflops: dict[str, Figure] = Field(description="dense peak by dtype name")
+    interconnect_gbps: Figure = Field(description="between TP ranks, both directions together")
+    replica_start_s: Figure = Field(description="a new replica's time to ready (weights, warm-up)")
+    efficiency: Efficiencies
+    defaults: EngineDefaults
+
+    def peak_flops(self, dtype: str) -> float:
+        """FLOP/s for ``dtype`` (``auto`` = bfloat16); an error lists the dtypes known."""
+        key = "bfloat16" if dtype == "auto" else dtype
+        if key not in self.peak_tflops:
+            raise SimulationConfigError(
+                f"hardware {self.name!r} has no peak for {key}; known: {', '.join(sorted(self.peak_tflops))}")
+        return self.peak_tflops[key].value * 1e12
+
+    def rank_share(self, ranks: int) -> float:
+        """The share of the profile's figures one of ``ranks`` ranks gets (CPU: the cores
+        are split between the ranks on the machine; GPU: each rank has its own device)."""
+        if self.kind is HardwareKind.GPU:
+            return 1.0
+        return 1.0 / max(1, min(ranks, self.cores or ranks))
+
+    def assumptions(self) -> list[str]:
+        """The names of the figures marked ``assumed``."""
+        figures = {**dict(self), **{f"efficiency.{k}": v for k, v in dict(self.efficiency).items()},
+                   **{f"peak_tflops.{k}": v for k, v in self.peak_tflops.items()}}
+        return sorted(k for k, v in figures.items() if isinstance(v, Figure) and v.assumed)
+
+
+def hardware_names(folder: Path = HARDWARE_DIR) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def load_hardware(name_or_path: str | Path, folder: Path = HARDWARE_DIR) -> HardwareProfile:
+    """A profile by name (``h200``) or by path to a YAML file."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = folder / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise SimulationConfigError(
+                f"unknown hardware {str(name_or_path)!r}; known: {', '.join(hardware_names(folder))}")
+    try:
+        return HardwareProfile.model_validate(yaml.safe_load(path.read_text()))
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise SimulationConfigError(f"invalid hardware profile {path}: {exc}") from None

@@ -1,0 +1,154 @@
+"""A simulated load test: every stage of a :class:`LoadTestConfig` against a
+:class:`SimulationConfig`'s cluster, summarised by the load tester's own code.
+
+The records are the load tester's :class:`RequestRecord` (start, first token, every
+inter-token gap, end, token counts); the stage figures come from
+:func:`loadtest.analysis.metrics.build_stage`, the summary from the orchestrator's
+summariser, the files from :func:`loadtest.reports.write_reports`. The summary is
+labelled simulated: its ``config.label`` starts with "simulated" and its first warning
+says so; ``simulation.json`` beside it holds the cluster, the model's constants (and
+which are assumed) and each stage's GPU-hours and replica timeline.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from loadtest.analysis.metrics import achieved_rate, build_stage
+from loadtest.analysis.records import RequestRecord, TokenSource
+from loadtest.analysis.summary import GeneratorReport, Summary
+from loadtest.config import LoadTestConfig
+from loadtest.profiles import StageOutcome, StagePlan
+from loadtest.reports import write_reports
+from loadtest.run.orchestrator import _StageResult, _summarise
+from simulator.cluster import ClusterSim, StageRun
+from simulator.config import SimulationConfig
+from simulator.engine import ReplicaSetup, replica_setup
+from simulator.traffic import StageTraffic, stage_traffic, tokenizer_loader
+
+SIMULATED_WARNING = "SIMULATED, not measured: {label} (simulator figures: simulation.json)"
+TOKENIZER_FALLBACK = "smollm2-135m-instruct"
+
+
+@dataclass(frozen=True)
+class StageFigures:
+    """The cluster side of one simulated stage."""
+
+    index: int
+    gpu_hours: float
+    preemptions: int
+    replica_timeline: tuple[tuple[float, int], ...]
+    simulated_s: float
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What :func:`simulate` returns: the load tester's summary and records, plus cluster figures."""
+
+    summary: Summary
+    records: list[RequestRecord]
+    stages: tuple[StageFigures, ...]
+    setup: ReplicaSetup
+    sim: SimulationConfig
+    wall_s: float
+
+    def simulation_info(self) -> dict:
+        """The content of ``simulation.json``."""
+        setup, model = self.setup, self.setup.step_model
+        return {
+            "simulated": True,
+            "config": self.sim.model_dump(mode="json"),
+            "hardware": setup.hardware.name,
+            "assumed_constants": setup.hardware.assumptions(),
+            "tensor_parallel": setup.tensor_parallel,
+            "kv_cache_tokens_per_replica": setup.kv_tokens,
+            "block_size": setup.block_size,
+            "max_num_seqs": setup.engine.max_num_seqs,
+            "max_num_batched_tokens": setup.max_num_batched_tokens,
+            "weight_bytes_per_rank": model.weight_bytes,
+            "wall_s": round(self.wall_s, 3),
+            "stages": [vars(s) | {"replica_timeline": list(s.replica_timeline)} for s in self.stages],
+        }
+
+
+def records_of(run: StageRun, stage: int, traffic: StageTraffic, started_unix: float,
+               exact_output: bool) -> list[RequestRecord]:
+    """The stage's :class:`RequestRecord` list (built without re-validating each field)."""
+    records = []
+    construct = RequestRecord.model_construct
+    plan_sessions = traffic.plan.sessions
+    for row, gaps in zip(run.rows, run.itls):
+        (rid, session, turn, user, scheduled, start, ok, status, kind, error, retry_after, ttft, e2e,
+         prompt_tokens, output_tokens, requested) = row
+        expected = plan_sessions[session].turns[0].expected_prompt_tokens if turn == 0 else None
+        records.append(construct(
+            id=rid, stage=stage, session=session, turn=turn, user=user, scheduled_s=scheduled, start_s=start,
+            start_unix=started_unix + start, ok=ok, status=status, error_kind=kind, error=error,
+            retry_after_s=retry_after, ttft_s=ttft, e2e_s=e2e, itl_s=[] if gaps is None else gaps.tolist(),
+            chunks=output_tokens or 0, prompt_tokens=prompt_tokens if ok else None, output_tokens=output_tokens,
+            token_source=TokenSource.USAGE if ok else TokenSource.NONE, expected_prompt_tokens=expected,
+            requested_output_tokens=requested if exact_output else None,
+            finish_reason="length" if ok else None))
+    records.sort(key=lambda r: r.start_s)
+    return records
+
+
+def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
+             progress: Callable[[StagePlan, float], None] | None = None) -> SimulationResult:
+    """Simulate every stage of ``config`` (its profile decides the next stage from the
+    last, as in ``loadtest run``); each stage starts on a fresh cluster."""
+    wall = time.perf_counter()
+    setup = replica_setup(sim)
+    label = config.label or sim.label
+    config = config.model_copy(update={"label": label if label.startswith("simulated") else f"simulated: {label}"})
+    load_tokenizer, fallback_warning = tokenizer_loader(config, TOKENIZER_FALLBACK)
+    started = time.time()
+    results: list[_StageResult] = []
+    history: list[StageOutcome] = []
+    figures: list[StageFigures] = []
+    offset = 0.0
+    while (plan := config.profile.next_stage(history)) is not None:
+        traffic = stage_traffic(config, plan, load_tokenizer)
+        tick = (lambda t, plan=plan: progress(plan, t)) if progress is not None else None
+        run = ClusterSim(setup, sim, config, plan, traffic, seed=config.seed + 1000 * plan.index,
+                         progress=tick).run()
+        records = records_of(run, plan.index, traffic, started + offset, config.target.exact_output)
+        stage = build_stage(records, plan=plan, window=config.measured_window, timed=config.duration_s is not None,
+                            objectives=config.slos, started_unix=started + offset, offset_s=offset,
+                            generator=GeneratorReport(), max_error_rate=config.profile.max_error_rate,
+                            duration_s=config.duration_s, max_requests=config.max_requests)
+        warnings = [SIMULATED_WARNING.format(label=config.label)] if not results else []
+        if fallback_warning and not results:
+            warnings.append(fallback_warning)
+        if run.session_wraps:
+            warnings.append(f"stage {plan.index}: the prompt pool of {len(traffic.sessions)} sessions was reused "
+                            f"{run.session_wraps} time(s); repeated prompts may hit the prefix cache")
+        results.append(_StageResult(stage, records, warnings))
+        history.append(StageOutcome(plan=plan, passed=stage.passed, reason=stage.verdict_reason,
+                                    achieved_rate=achieved_rate(stage)))
+        figures.append(StageFigures(plan.index, run.replica_seconds * setup.tensor_parallel / 3600.0,
+                                    run.preemptions, tuple(run.replica_timeline), run.end_s))
+        offset += run.end_s
+    summary = _summarise(config, results, None, started)
+    records = [r for result in results for r in result.records]
+    return SimulationResult(summary, records, tuple(figures), setup, sim, time.perf_counter() - wall)
+
+
+def write_simulation(result: SimulationResult, out_dir: Path, reports: Sequence[str] | None = None) -> list[Path]:
+    """``summary.json`` and the reports (as ``loadtest run`` writes them) plus ``simulation.json``."""
+    written = write_reports(result.summary, result.records, out_dir, reports)
+    info = out_dir / "simulation.json"
+    info.write_text(json.dumps(result.simulation_info(), indent=2, default=_plain), encoding="utf-8")
+    return [*written, info]
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON: {type(value).__name__}")
