@@ -7,6 +7,9 @@ each carries ``target_queue_per_replica``; Serve then applies ``upscale_delay_s`
 ``downscale_delay_s`` and the min/max bounds. Requests queued in the gateway's
 handle while no replica exists (scale from zero) count as load too, so a deployment
 at zero replicas wakes up.
+
+Ray is imported only by :func:`autoscaling_config`: the policy maths
+(:func:`desired_replicas`) loads without it (the simulator uses it).
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
-
-from ray.serve.config import AutoscalingConfig, AutoscalingPolicy
+from typing import TYPE_CHECKING
 
 from serving.config.stack import AutoscalingSpec
+
+if TYPE_CHECKING:
+    from ray.serve.config import AutoscalingConfig
 
 log = logging.getLogger("ray.serve")
 
@@ -67,6 +72,8 @@ class QueueDepthPolicy:
 
 def autoscaling_config(spec: AutoscalingSpec) -> AutoscalingConfig:
     """The engine deployment's Serve ``autoscaling_config`` for ``spec``."""
+    from ray.serve.config import AutoscalingConfig, AutoscalingPolicy
+
     return AutoscalingConfig(
         min_replicas=spec.min_replicas,
         initial_replicas=max(spec.min_replicas, 1) if spec.min_replicas == 0 else spec.min_replicas,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from serving.autoscaling import desired_replicas
 from serving.config.stack import AutoscalingSpec
 
 
@@ -20,12 +21,7 @@ class ServeAutoscaler:
     """Decides the target replica count from queue-depth samples."""
 
     def __init__(self, spec: AutoscalingSpec) -> None:
-        # serving.autoscaling imports Ray at module level (for its Serve config types):
-        # imported here, only when a simulation autoscales (see docs/simulator.md).
-        from serving.autoscaling import desired_replicas
-
         self.spec = spec
-        self._desired = desired_replicas
         self._samples: deque[tuple[float, float]] = deque()
         self._up_since: float | None = None
         self._down_since: float | None = None
@@ -37,9 +33,9 @@ class ServeAutoscaler:
         while self._samples and self._samples[0][0] < now - spec.look_back_period_s:
             self._samples.popleft()
         average = sum(d for _, d in self._samples) / len(self._samples)
-        wanted = self._desired([average], handle_requests=handle_requests,
-                               target_per_replica=spec.target_queue_per_replica, current=current,
-                               min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)
+        wanted = desired_replicas([average], handle_requests=handle_requests,
+                                  target_per_replica=spec.target_queue_per_replica, current=current,
+                                  min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)
         if wanted > current:
             self._down_since = None
             self._up_since = now if self._up_since is None else self._up_since

@@ -26,7 +26,7 @@ from loadtest.analysis.summary import GeneratorReport, Summary
 from loadtest.config import LoadTestConfig
 from loadtest.profiles import StageOutcome, StagePlan
 from loadtest.reports import write_reports
-from loadtest.run.orchestrator import _StageResult, _summarise
+from loadtest.run.orchestrator import StageResult, summarise_run
 from simulator.cluster import ClusterSim, StageRun
 from simulator.config import SimulationConfig
 from simulator.engine import ReplicaSetup, replica_setup
@@ -109,7 +109,7 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
     config = config.model_copy(update={"label": label if label.startswith("simulated") else f"simulated: {label}"})
     load_tokenizer, fallback_warning = tokenizer_loader(config, TOKENIZER_FALLBACK)
     started = time.time()
-    results: list[_StageResult] = []
+    results: list[StageResult] = []
     history: list[StageOutcome] = []
     figures: list[StageFigures] = []
     offset = 0.0
@@ -129,13 +129,13 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
         if run.session_wraps:
             warnings.append(f"stage {plan.index}: the prompt pool of {len(traffic.sessions)} sessions was reused "
                             f"{run.session_wraps} time(s); repeated prompts may hit the prefix cache")
-        results.append(_StageResult(stage, records, warnings))
+        results.append(StageResult(stage, records, warnings))
         history.append(StageOutcome(plan=plan, passed=stage.passed, reason=stage.verdict_reason,
                                     achieved_rate=achieved_rate(stage)))
         figures.append(StageFigures(plan.index, run.replica_seconds * setup.tensor_parallel / 3600.0,
                                     run.preemptions, tuple(run.replica_timeline), run.end_s))
         offset += run.end_s
-    summary = _summarise(config, results, None, started)
+    summary = summarise_run(config, results, None, started, simulated=True)
     records = [r for result in results for r in result.records]
     return SimulationResult(summary, records, tuple(figures), setup, sim, time.perf_counter() - wall)
 

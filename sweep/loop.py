@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from loadtest.registry import Registry
+from loadtest.workloads.text_density import TextDensities
 from sweep.economics import PriceTable
 from sweep.errors import SweepAborted, SweepError
 from sweep.report import ReportStatus, RunCounts, SweepReport, build_report
@@ -28,7 +29,7 @@ from sweep.results import MeasuredResult, RunRecord, RunStatus, Trial
 from sweep.results_folder import ResultsFolder, now_iso
 from sweep.search import Strategy, create_strategy
 from sweep.space import SearchSpace
-from sweep.spec import SweepSpec, measurement_fingerprint
+from sweep.spec import SweepSpec, measurement_fingerprint, simulated_label
 from sweep.verdicts import covers
 
 
@@ -76,6 +77,16 @@ def measure_safely(measure: Measure, trial: Trial) -> MeasuredResult:
     return result
 
 
+def labelled_markdown(report: SweepReport) -> str:
+    """``report.md``; a simulated sweep's title says so and quotes its label under it."""
+    text = render_markdown(report)
+    label = simulated_label(report.spec)
+    if not label:
+        return text
+    title, _, rest = text.partition("\n")
+    return f"{title.replace('# Sweep', '# SIMULATED sweep', 1)}\n\n> **{label}**\n{rest}"
+
+
 def run_sweep(
     spec: SweepSpec,
     prices: PriceTable,
@@ -87,12 +98,15 @@ def run_sweep(
     clock: Callable[[], str] = now_iso,
     retry_failed: bool = False,
     plots: bool = True,
+    text_density: TextDensities | None = None,
 ) -> SweepReport:
     """Run (or resume) a sweep into ``folder`` and return its final report.
 
     ``retry_failed`` measures again candidates persisted as failed-to-deploy,
     crashed or tool errors instead of reusing them. ``plots`` writes PNGs into ``folder/plots``
-    at the end.
+    at the end. ``text_density`` (the model tokenizer's characters per token) adds the
+    costs per character; ``None``: not measured. A simulated spec
+    (:attr:`SweepSpec.simulated`) labels the report: its first warning and its title.
     """
     space = SearchSpace(spec, prices)
     strategy = create_strategy(spec.search.strategy, registry)
@@ -103,7 +117,7 @@ def run_sweep(
     stored = loaded.by_id()
     if retry_failed:
         stored = {cid: rec for cid, rec in stored.items() if rec.ok}
-    warnings = list(loaded.skipped)
+    warnings = ([simulated_label(spec)] if spec.simulated else []) + list(loaded.skipped)
     history: dict[str, RunRecord] = {}
     measured = reused_count = 0
 
@@ -118,9 +132,10 @@ def run_sweep(
             counts=RunCounts(measured=measured, reused=reused_count),
             notes=strategy.notes(space, records),
             warnings=warnings,
+            text_density=text_density,
         )
         folder.write_report(report)
-        folder.write_text("report.md", render_markdown(report))
+        folder.write_text("report.md", labelled_markdown(report))
         return report
 
     try:

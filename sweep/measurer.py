@@ -36,6 +36,9 @@ from sweep.sampling import measure_rates
 from sweep.space import Candidate
 from sweep.spec import SweepSpec
 
+# The gateway's admission bound of a candidate (requests in flight before a 429).
+GATEWAY_MAX_IN_FLIGHT = 1024
+
 
 def model_catalog(specs_dir: Path) -> ModelCatalog:
     """The model specs in ``specs_dir``; :class:`ModelUnavailableError` if they cannot be read."""
@@ -69,7 +72,7 @@ def stack_config_for(candidate: Candidate, spec: SweepSpec, *, catalog: ModelCat
             num_replicas=candidate.replicas,
             cpus_per_rank=spec.budget.accelerators_per_rank if on_cpu else None,
         ),
-        gateway=GatewaySpec(port=port, max_in_flight=1024),
+        gateway=GatewaySpec(port=port, max_in_flight=GATEWAY_MAX_IN_FLIGHT),
         app_name="serveout",
     )
 

@@ -253,8 +253,20 @@ class SearchSettings(Strict):
     max_samples: int = Field(3, ge=1, le=9, description="samples (new seeds) of one point at most")
 
 
+class SimulationSpec(Strict):
+    """Measure with the simulator instead of deploying (``sweep run --simulate``).
+
+    ``hardware`` is a simulator hardware profile (``simulator/hardware/NAME.yaml``, or a
+    YAML path such as a fitted profile); ``None`` means the budget's accelerator kind
+    (``h200`` -> the ``h200`` profile).
+    """
+
+    hardware: str | None = Field(None, description="simulator hardware profile; null = budget.accelerator")
+
+
 class SweepSpec(Strict):
-    """One sweep: a model, its target traffic and SLO, the space, the budget, the prices."""
+    """One sweep: a model, its target traffic and SLO, the space, the budget, the prices;
+    ``simulation`` set means every candidate is simulated, not deployed."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     description: str = ""
@@ -266,6 +278,17 @@ class SweepSpec(Strict):
     space: SpaceSpec
     budget: BudgetSpec
     search: SearchSettings = SearchSettings()
+    simulation: SimulationSpec | None = Field(None, description="set: simulated, not measured")
+
+    @property
+    def simulated(self) -> bool:
+        return self.simulation is not None
+
+    @property
+    def hardware(self) -> str:
+        """The simulator hardware profile of the candidates (the budget's kind unless set)."""
+        chosen = None if self.simulation is None else self.simulation.hardware
+        return chosen or self.budget.accelerator.value
 
     @model_validator(mode="after")
     def _cap_fits(self) -> SweepSpec:
@@ -316,13 +339,30 @@ class SweepSpec(Strict):
         return min(MAX_CONCURRENCY, max(DEFAULT_MAX_CONCURRENCY, math.ceil(CONCURRENCY_HEADROOM * needed)))
 
 
+def as_simulated(spec: SweepSpec, hardware: str | None = None) -> SweepSpec:
+    """``spec`` measured by the simulator on ``hardware`` (``None``: the spec's own
+    simulation profile if it has one, else the budget's accelerator kind)."""
+    chosen = hardware or (spec.simulation.hardware if spec.simulation else None)
+    return spec.model_copy(update={"simulation": SimulationSpec(hardware=chosen)})
+
+
+def simulated_label(spec: SweepSpec) -> str:
+    """The line every output of a simulated sweep carries (empty for a measured one)."""
+    if not spec.simulated:
+        return ""
+    return (f"SIMULATED, not measured: every figure comes from the simulator (hardware profile "
+            f"{spec.hardware!r}, model {spec.model!r}); its GPU constants are assumptions until "
+            "calibrated on that GPU (docs/simulator.md)")
+
+
 def measurement_fingerprint(spec: SweepSpec) -> str:
     """A short stable hash of what a measurement depends on.
 
     Included: model, traffic (the client concurrency cap too), SLO (the load tester
     counts goodput against it), accelerator kind and accelerators per rank (how a
     candidate is deployed).
-    Excluded: prices, budget size, space lists and search settings, which only
+    A simulated sweep adds its hardware profile, so simulated and measured results
+    never stand in for each other. Excluded: prices, budget size, space lists and search settings, which only
     decide *which* candidates are measured, so changing them reuses results.
     """
     payload = {
@@ -334,5 +374,7 @@ def measurement_fingerprint(spec: SweepSpec) -> str:
         "accelerator": spec.budget.accelerator.value,
         "accelerators_per_rank": spec.budget.accelerators_per_rank,
     }
+    if spec.simulation is not None:  # absent for measured sweeps: their fingerprints stay as they were
+        payload["simulated_on"] = spec.hardware
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -256,7 +256,8 @@ class ServerReport(_Model):
 
 class Summary(_Model):
     """The whole result. ``headline`` is the stage the top-level figures refer to (the
-    only stage, or for a sweep the best passing one, else the first)."""
+    only stage, or for a sweep the best passing one, else the first). ``simulated``: the
+    figures were predicted by the simulator, not measured."""
 
     schema_version: int = SCHEMA_VERSION
     tool_version: str
@@ -269,6 +270,7 @@ class Summary(_Model):
     server: ServerReport = ServerReport()
     warnings: tuple[str, ...] = ()
     passed: bool | None = None
+    simulated: bool = False
 
     @property
     def headline(self) -> StageSummary:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from itertools import accumulate, chain
+
+import numpy as np
 
 from loadtest.analysis.records import RequestRecord
 from loadtest.analysis.stats import percentile
@@ -37,10 +40,25 @@ def token_emissions(record: RequestRecord) -> Iterator[tuple[float, float]]:
         yield t, weight
 
 
+def emission_arrays(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """Every emission of ``records`` as two arrays, times and tokens, in the order of
+    :func:`token_emissions` record after record (the times summed gap by gap as
+    :func:`chunk_times` does, so they are the same floats)."""
+    counted = [r for r in records if r.ok and r.output_tokens]
+    lengths = np.fromiter((1 if r.ttft_s is None else 1 + len(r.itl_s) for r in counted), dtype=np.int64,
+                          count=len(counted))
+    chunks = (accumulate([r.end_s] if r.ttft_s is None else [r.start_s + r.ttft_s, *r.itl_s]) for r in counted)
+    times = np.fromiter(chain.from_iterable(chunks), dtype=float, count=int(lengths.sum()))
+    weights = np.fromiter((r.output_tokens / n for r, n in zip(counted, lengths.tolist())), dtype=float,
+                          count=len(counted))
+    return times, np.repeat(weights, lengths)
+
+
 def tokens_between(records: Sequence[RequestRecord], start: float, end: float) -> float:
     """Output tokens streamed within ``[start, end]``."""
-    lo, hi = start - EPSILON_S, end + EPSILON_S
-    return math.fsum(w for r in records for t, w in token_emissions(r) if lo <= t <= hi)
+    times, weights = emission_arrays(records)
+    inside = (times >= start - EPSILON_S) & (times <= end + EPSILON_S)
+    return math.fsum(weights[inside].tolist())
 
 
 def prompt_tokens_between(records: Sequence[RequestRecord], start: float, end: float) -> float:
@@ -71,37 +89,39 @@ def time_bins(records: Sequence[RequestRecord], width_s: float) -> tuple[TimeBin
         return ()
     span = max(r.end_s for r in records)
     count = max(1, math.ceil(span / width_s))
-    started = [0] * count
-    completed = [0] * count
-    failed = [0] * count
-    tokens = [0.0] * count
-    ttfts: list[list[float]] = [[] for _ in range(count)]
-    e2es: list[list[float]] = [[] for _ in range(count)]
 
-    def index(t: float) -> int:
-        return min(max(int(t // width_s), 0), count - 1)
+    def index(t: np.ndarray) -> np.ndarray:
+        return np.clip(np.floor_divide(t, width_s), 0, count - 1).astype(np.int64)
 
-    for r in records:
-        started[index(r.start_s)] += 1
-        end_bin = index(r.end_s)
-        if r.ok:
-            completed[end_bin] += 1
-            e2es[end_bin].append(r.e2e_s)
-            if r.ttft_s is not None:
-                ttfts[end_bin].append(r.ttft_s)
-            for t, w in token_emissions(r):
-                tokens[index(t)] += w
-        else:
-            failed[end_bin] += 1
+    def per_bin(bins: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(bins, weights=weights, minlength=count)
+
+    def p95s(bins: np.ndarray, values: np.ndarray) -> list[float | None]:
+        order = np.argsort(bins, kind="stable")
+        groups = np.split(values[order], np.cumsum(per_bin(bins))[:-1])
+        return [percentile(g, 95.0) if len(g) else None for g in groups]
+
+    n = len(records)
+    ok = np.fromiter((r.ok for r in records), dtype=bool, count=n)
+    started = per_bin(index(np.fromiter((r.start_s for r in records), dtype=float, count=n)))
+    end_bin = index(np.fromiter((r.end_s for r in records), dtype=float, count=n))
+    done, done_bin = [r for r in records if r.ok], end_bin[ok]
+    e2e = np.fromiter((r.e2e_s for r in done), dtype=float, count=len(done))
+    ttft = np.fromiter((math.nan if r.ttft_s is None else r.ttft_s for r in done), dtype=float, count=len(done))
+    streamed = ~np.isnan(ttft)
+    ttft_p95, e2e_p95 = p95s(done_bin[streamed], ttft[streamed]), p95s(done_bin, e2e)
+    completed, failed = per_bin(done_bin), per_bin(end_bin[~ok])
+    times, weights = emission_arrays(records)
+    tokens = per_bin(index(times), weights)
     return tuple(
         TimeBin(
             t=i * width_s,
-            started=started[i],
-            completed=completed[i],
-            failed=failed[i],
-            output_tokens_per_s=tokens[i] / width_s,
-            ttft_p95=percentile(sorted(ttfts[i]), 95.0) if ttfts[i] else None,
-            e2e_p95=percentile(sorted(e2es[i]), 95.0) if e2es[i] else None,
+            started=int(started[i]),
+            completed=int(completed[i]),
+            failed=int(failed[i]),
+            output_tokens_per_s=float(tokens[i]) / width_s,
+            ttft_p95=ttft_p95[i],
+            e2e_p95=e2e_p95[i],
         )
         for i in range(count)
     )

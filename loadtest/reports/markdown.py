@@ -100,7 +100,7 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
     verdict = run_verdict(summary)
     verdict = f"**{verdict}**" if summary.passed is False else verdict
     lines = [
-        f"# Load test report{': ' + c.label if c.label else ''}",
+        f"# Load test report{' (simulated)' if summary.simulated else ''}{': ' + c.label if c.label else ''}",
         "",
         f"- started: {started}, wall time {summary.ended_unix - summary.started_unix:.0f} s",
         f"- target: `{c.target.url}` model `{c.target.model}`, endpoint {c.target.endpoint.value}, "

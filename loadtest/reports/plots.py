@@ -39,6 +39,11 @@ def _cdf(ax, values: Sequence[float], label: str) -> None:
     ax.step(data, [(i + 1) / n for i in range(n)], where="post", label=f"{label} (n={n})")
 
 
+def _title(summary: Summary, title: str) -> str:
+    """A figure's title, marked when the figures are simulated."""
+    return f"{title} (simulated)" if summary.simulated else title
+
+
 def _thresholds(summary: Summary, metric: Metric) -> list[float]:
     return [o.threshold for o in summary.config.slos if o.metric is metric]
 
@@ -68,7 +73,7 @@ def plot_cdfs(summary: Summary, records: Sequence[RequestRecord], path: Path) ->
         ax.grid(alpha=0.3)
         if ax.has_data():
             ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"Latency CDFs — {summary.config.target.model} @ {summary.config.target.url}")
+    fig.suptitle(_title(summary, f"Latency CDFs — {summary.config.target.model} @ {summary.config.target.url}"))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -101,7 +106,7 @@ def plot_timeline(summary: Summary, path: Path) -> None:
             ax.axvspan(stage.offset_s + stage.window.start_s, stage.offset_s + stage.window.end_s,
                        color="green", alpha=0.06)
     thr.set_ylabel("tokens/s")
-    thr.set_title("Throughput (streamed output tokens per second; shaded: measured window)")
+    thr.set_title(_title(summary, "Throughput (streamed output tokens per second; shaded: measured window)"))
     lat.set_ylabel("ms")
     lat.set_title("p95 latency of requests completing in each bin")
     for ax in (thr, lat):
@@ -154,7 +159,7 @@ def plot_sweep(summary: Summary, path: Path) -> None:
     lat.set_xlabel("offered rate (req/s)")
     lat.set_ylabel("ms")
     lat.set_yscale("log")
-    lat.set_title("p95 latency vs offered rate (dashed: SLO)")
+    lat.set_title(_title(summary, "p95 latency vs offered rate (dashed: SLO)"))
     lat.grid(alpha=0.3)
     lat.legend(fontsize=8)
     good.plot(rates, rates, color="gray", linestyle=":", label="offered")

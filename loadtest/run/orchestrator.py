@@ -68,7 +68,9 @@ class RunOptions:
 
 
 @dataclass
-class _StageResult:
+class StageResult:
+    """One finished stage: its figures, its records and the warnings it raised."""
+
     summary: StageSummary
     records: list[RequestRecord]
     warnings: list[str] = field(default_factory=list)
@@ -90,7 +92,7 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
         scraper.scrape_now()
         scraper.start()
     tokenizer = functools.cache(lambda: load_tokenizer(config.tokenizer or default_tokenizer_path(config.target.model)))
-    results: list[_StageResult] = []
+    results: list[StageResult] = []
     history: list[StageOutcome] = []
     try:
         with ProgressView(console, options.progress) as view:
@@ -104,7 +106,7 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
                 view.note(f"stage {plan.index} ({plan.label}): {_one_line(s)}")
         if scraper is not None:
             scraper.stop()
-        summary = _summarise(config, results, scraper, started)
+        summary = summarise_run(config, results, scraper, started)
         if options.out_dir is not None:
             records = [r for result in results for r in result.records]
             write_reports(summary, records, options.out_dir, options.reports)
@@ -148,7 +150,7 @@ def pool_size(config: LoadTestConfig, plan: StagePlan, per_session: int) -> int:
     return int(min(MAX_POOL, max(64, load.users * config.duration_s * 2 / per_session)))
 
 
-def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -> _StageResult:
+def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -> StageResult:
     folder = work / f"stage-{plan.index:02d}"
     folder.mkdir(parents=True)
     per_session = config.workload.requests_per_session
@@ -253,7 +255,7 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
         )
     if final is not None and final.user_errors:
         warnings.append(f"stage {plan.index}: {final.user_errors} errors inside the Locust user (see generator.log)")
-    return _StageResult(summary, records, warnings)
+    return StageResult(summary, records, warnings)
 
 
 def _scrape_when_settled(scraper: MetricsScraper, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
@@ -311,7 +313,10 @@ def _generator_report(
     )
 
 
-def _summarise(config: LoadTestConfig, results: Sequence[_StageResult], scraper, started: float) -> Summary:
+def summarise_run(config: LoadTestConfig, results: Sequence[StageResult], scraper, started: float, *,
+                  simulated: bool = False) -> Summary:
+    """The run's :class:`Summary` from its stages (``scraper``: the :class:`MetricsScraper`
+    or ``None``; ``started``: the run's start, unix seconds)."""
     stages = tuple(r.summary for r in results)
     sweep = None
     headline = 0
@@ -342,6 +347,7 @@ def _summarise(config: LoadTestConfig, results: Sequence[_StageResult], scraper,
         server=server,
         warnings=tuple(warnings),
         passed=passed,
+        simulated=simulated,
     )
 
 

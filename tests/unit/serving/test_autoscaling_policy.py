@@ -1,3 +1,5 @@
+import subprocess
+import sys
 from types import SimpleNamespace
 
 from hypothesis import given
@@ -5,6 +7,7 @@ from hypothesis import strategies as st
 
 from serving.autoscaling import QUEUE_DEPTH_METRIC, QueueDepthPolicy, autoscaling_config, desired_replicas
 from serving.config.stack import AutoscalingSpec
+from tests.paths import REPO
 
 
 def want(depths, handle=0.0, target=4.0, current=1, lo=1, hi=4):
@@ -60,3 +63,11 @@ def test_config_carries_delays_and_target():
                                                 target_queue_per_replica=3, upscale_delay_s=1, downscale_delay_s=2))
     assert (config.min_replicas, config.max_replicas, config.upscale_delay_s, config.downscale_delay_s) == (1, 2, 1, 2)
     assert config.policy.policy_kwargs == {"target_queue_per_replica": 3}
+
+
+def test_the_policy_maths_imports_without_ray():
+    # the simulator imports desired_replicas at module level: Ray (~3 s to import) must not come with it
+    code = ("import sys; sys.modules['ray'] = None\n"  # any import of ray now fails
+            "from serving.autoscaling import QUEUE_DEPTH_METRIC, QueueDepthPolicy, desired_replicas")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]

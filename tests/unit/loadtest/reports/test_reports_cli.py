@@ -1,6 +1,7 @@
 """Reports, compare and the CLI (no server needed)."""
 
 import csv
+import json
 import time
 
 import numpy as np
@@ -17,7 +18,9 @@ from loadtest.profiles import parse_profile
 from loadtest.reports import write_reports
 from loadtest.reports.compare import compare_summaries
 from loadtest.reports.markdown import render_markdown
+from loadtest.reports.plots import plot_cdfs, plot_timeline
 from loadtest.reports.table import summary_renderable
+from loadtest.run.orchestrator import StageResult, summarise_run
 from loadtest.workloads import parse_workload
 from tests.unit.loadtest.loadtest_factories import ErrorKind, failed_record, ok_record
 
@@ -78,6 +81,39 @@ def test_markdown_verdicts():
     assert "verdict: PASS" in render_markdown(passing)
     failing, _ = make_summary(ttft=0.5)
     assert "verdict: **FAIL**" in render_markdown(failing)
+
+
+def test_a_simulated_run_says_so_and_old_summaries_still_load(tmp_path):
+    measured, records = make_summary()
+    results = [StageResult(measured.stages[0], records)]
+    summary = summarise_run(measured.config, results, None, measured.started_unix, simulated=True)
+    write_reports(summary, records, tmp_path, ["markdown"])
+    assert load_summary(tmp_path).simulated is True
+    assert (tmp_path / "report.md").read_text().startswith("# Load test report (simulated)")
+    assert summarise_run(measured.config, results, None, measured.started_unix).simulated is False
+    assert "simulated" not in render_markdown(measured)
+    # a summary.json written before the field existed
+    old = json.loads((tmp_path / "summary.json").read_text())
+    del old["simulated"]
+    (tmp_path / "summary.json").write_text(json.dumps(old))
+    assert load_summary(tmp_path).simulated is False
+
+
+def test_simulated_plots_say_so_in_their_titles(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    close, figures = plt.close, []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figures to read their titles
+    summary, records = make_summary()
+    for flag in (False, True):
+        shown = summary.model_copy(update={"simulated": flag})
+        plot_cdfs(shown, records, tmp_path / "cdf.png")
+        plot_timeline(shown, tmp_path / "timeline.png")
+    titles = [(fig.get_suptitle(), fig.axes[0].get_title()) for fig in figures]
+    for fig in figures:
+        close(fig)
+    assert ["(simulated)" in cdf for cdf, _ in titles[0::2]] == [False, True]
+    assert ["(simulated)" in timeline for _, timeline in titles[1::2]] == [False, True]
 
 
 def test_selected_reports_and_unknown_format(tmp_path):
