@@ -77,7 +77,7 @@ def simulation_config_for(candidate: Candidate, spec: SweepSpec, catalog: ModelC
 
 def simulator_point(spec: SweepSpec) -> SimulatePoint:
     """The real :data:`SimulatePoint`: one load test of the spec's traffic, simulated."""
-    from simulator.simulate import simulate  # `simulator.simulate` the function, not the module
+    from simulator.simulate import simulate
 
     def take(sim: SimulationConfig, rate: float, seed: int) -> LoadPoint:
         result = simulate(loadtest_config(spec, SIMULATED_TARGET, rate, seed), sim)
