@@ -42,6 +42,7 @@ def time_scenario(duration_s: float, rate: float, workload: str) -> dict:
     sim = SimulationConfig(hardware="h200", model="llama-3.3-70b-instruct", replicas=6, tensor_parallel=4,
                            routing=RoutingSpec(policy=RoutingPolicyName.LEAST_LOADED), max_in_flight=100_000)
     plan = config.profile.next_stage([])
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     setup = replica_setup(sim)
     loader, _ = tokenizer_loader(config, TOKENIZER_FALLBACK)
@@ -51,16 +52,18 @@ def time_scenario(duration_s: float, rate: float, workload: str) -> dict:
     t2 = time.perf_counter()
     run = ClusterSim(setup, sim, config, plan, traffic, seed=config.seed).run()
     t3 = time.perf_counter()
-    records = records_of(run, 0, traffic, 0.0, True)
-    stage = build_stage(records, plan=plan, window=config.measured_window, timed=True, objectives=(),
+    stage_records = records_of(run, 0, traffic, 0.0, True)
+    records = stage_records.records
+    stage = build_stage(records, gaps=stage_records.gaps, plan=plan, window=config.measured_window, timed=True, objectives=(),
                         started_unix=0.0, offset_s=0.0, generator=GeneratorReport(), duration_s=duration_s)
     t4 = time.perf_counter()
+    cpu = time.process_time() - cpu0
     return {
         "simulated_s": duration_s, "requests": len(records), "ok": stage.requests.ok,
         "output_tokens": stage.tokens.output_total, "ttft_p50_ms": (stage.latency.ttft.p50 or 0) * 1e3,
         "tpot_p50_ms": (stage.latency.tpot.p50 or 0) * 1e3, "tok_s": stage.throughput.output_tokens_per_s,
         "setup_s": t1 - t0, "traffic_s": t2 - t1, "simulation_s": t3 - t2, "summary_s": t4 - t3,
-        "total_s": t4 - t0, "preemptions": run.preemptions,
+        "total_s": t4 - t0, "cpu_s": cpu, "preemptions": run.preemptions,
     }
 
 

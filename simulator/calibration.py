@@ -24,17 +24,22 @@ coefficients keep the profile's values (:func:`identifiable_columns`).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from serving.config.model_spec import ModelArchitecture
 from simulator.errors import CalibrationError, SimulationConfigError
 from simulator.hardware import Efficiencies, Figure, HardwareProfile
-from simulator.step_time import FEATURES, predict
+from simulator.step_time import FEATURES, StepTimeModel, predict
 
 MAX_ROUNDS = 50
+START_SCALES = (1.0, 1e-2, 1e2)  # memory coefficients (x the prior's) the free fit starts from
+MEMORY_GRID = np.logspace(-2, 2, 81)  # multiples of the prior's memory coefficient
+MEMORY_TOLERANCE = 0.02  # relative squared error within which a larger memory share wins
 
 
 class _Strict(BaseModel):
@@ -47,7 +52,14 @@ class EngineShape(_Strict):
     block_size: int
 
 
-class MeasuredStep(_Strict):
+class _Written(BaseModel):
+    """A record the step-time benchmark writes: fields for human readers (``kind``,
+    ``loadavg_1m``, ...) are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class MeasuredStep(_Written):
     prefill_tokens: int = Field(ge=0)
     decode_seqs: int = Field(ge=0)
     context_tokens: int = Field(ge=0)
@@ -55,7 +67,7 @@ class MeasuredStep(_Strict):
     step_s: float = Field(gt=0)
 
 
-class StepTimes(_Strict):
+class StepTimes(_Written):
     """A step-time file (see the module docstring)."""
 
     schema_: int = Field(alias="schema")
@@ -108,13 +120,37 @@ def identifiable_columns(features: np.ndarray) -> list[int]:
 
 def fit_coefficients(features: np.ndarray, step_s: np.ndarray, prior: np.ndarray) -> np.ndarray:
     """The six coefficients minimising the relative error of ``predict(features, c)``
-    against ``step_s`` (``prior``: the start, and the value of unidentifiable ones)."""
+    against ``step_s`` (``prior``: the start, and the value of unidentifiable ones).
+
+    When the free fit drops the memory term (the weights' read time is constant over
+    the steps, so it cannot be told from the fixed step overhead), the memory
+    coefficient is profiled: the rest is fitted with it fixed at each of
+    ``MEMORY_GRID`` multiples of the prior's, and the largest memory coefficient whose
+    error is within ``MEMORY_TOLERANCE`` of the best wins (decode is memory-bound)."""
     if len(step_s) < 3:
         raise CalibrationError(f"{len(step_s)} steps are too few to fit (need at least 3)")
+    starts = [prior * np.where(np.arange(len(prior)) == 0, k, 1.0) for k in START_SCALES]  # the fit is piecewise
+    free = min((_fit(features, step_s, start, memory=None) for start in starts),
+               key=lambda c: float(np.sum(percentage_errors(features, step_s, c) ** 2)))
+    if free[0] > 0 and free[1] > 0:
+        return free
+    fits = [_fit(features, step_s, prior, memory=prior[0] * k) for k in MEMORY_GRID]
+    errors = [float(np.sum(percentage_errors(features, step_s, c) ** 2)) for c in fits]
+    best = min(errors)
+    good = [c for c, e in zip(fits, errors) if e <= best * (1 + MEMORY_TOLERANCE) and c[1] > 0]
+    if not good:
+        raise CalibrationError("the fit left no compute term: are the steps all alike?")
+    return max(good, key=lambda c: c[0])
+
+
+def _fit(features: np.ndarray, step_s: np.ndarray, prior: np.ndarray, memory: float | None) -> np.ndarray:
+    """The alternating fit of the module docstring; ``memory`` fixes the memory coefficient."""
     identifiable = identifiable_columns(features)
     fixed = [i for i in range(2, len(FEATURES)) if i not in identifiable]
     target = 1.0 - (features[:, fixed] @ prior[fixed]) / step_s
     coefficients = prior.astype(float).copy()
+    if memory is not None:
+        coefficients[0] = memory
     memory_bound = None
     for _ in range(MAX_ROUNDS):
         bound = features[:, 0] * coefficients[0] >= features[:, 1] * coefficients[1]
@@ -124,12 +160,13 @@ def fit_coefficients(features: np.ndarray, step_s: np.ndarray, prior: np.ndarray
         design = features.copy()
         design[:, 0] = np.where(bound, features[:, 0], 0.0)
         design[:, 1] = np.where(bound, 0.0, features[:, 1])
+        goal = target
+        if memory is not None:
+            goal = target - design[:, 0] * memory / step_s
+            design[:, 0] = 0.0
         columns = [i for i in identifiable if np.any(design[:, i] > 0)]
         weights = 1.0 / step_s
-        solved = _nonnegative_lstsq(design[:, columns] * weights[:, None], target)
-        coefficients[columns] = solved
-    if coefficients[0] <= 0 or coefficients[1] <= 0:
-        raise CalibrationError("the fit left no memory or compute term: are the steps all alike?")
+        coefficients[columns] = _nonnegative_lstsq(design[:, columns] * weights[:, None], goal)
     return coefficients
 
 
@@ -150,7 +187,38 @@ def fitted_efficiencies(coefficients: np.ndarray, prior: Efficiencies, source: s
     })
 
 
-def write_fitted_profile(profile: HardwareProfile, efficiency: Efficiencies, path: Path) -> None:
-    """``profile`` with ``efficiency`` replaced, as YAML (loadable by ``--hardware PATH``)."""
-    data = profile.model_copy(update={"efficiency": efficiency}).model_dump(mode="json", exclude_none=True)
+def write_profile(profile: HardwareProfile, path: Path) -> None:
+    """``profile`` as YAML (loadable by ``--hardware PATH``)."""
+    data = profile.model_dump(mode="json", exclude_none=True)
     path.write_text("# written by python -m simulator calibrate\n" + yaml.safe_dump(data, sort_keys=False))
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A fitted profile and how well it fits the steps it was fitted on."""
+
+    profile: HardwareProfile
+    features: np.ndarray
+    step_s: np.ndarray
+    errors_pct: np.ndarray
+
+    @property
+    def mape(self) -> float:
+        return float(abs(self.errors_pct).mean())
+
+
+def fit_profile(times: StepTimes, hardware: HardwareProfile, arch: ModelArchitecture, *, file_name: str) -> Fit:
+    """``hardware`` with its efficiencies fitted to ``times`` (a model of architecture
+    ``arch``); the fitted figures cite ``file_name``, the steps, the engine and the MAPE."""
+    model = StepTimeModel(arch, hardware, tensor_parallel=times.tensor_parallel_size, dtype=times.dtype)
+    prefill, decode, context, seqs, step_s = times.columns()
+    features = model.features(prefill, decode, context, seqs)
+    coefficients = fit_coefficients(features, step_s, model.coefficients)
+    errors = percentage_errors(features, step_s, coefficients)
+    mape = float(abs(errors).mean())
+    source = (f"fitted: python -m simulator calibrate {file_name} ({len(step_s)} steps, {times.model} "
+              f"TP{times.tensor_parallel_size} {times.dtype}, vLLM {times.vllm_version}"
+              f"{', ' + times.cpu_model if times.cpu_model else ''}; MAPE {mape:.1f}%)")
+    efficiency = fitted_efficiencies(coefficients, hardware.efficiency, source, set(identifiable_columns(features)))
+    return Fit(profile=hardware.model_copy(update={"efficiency": efficiency}), features=features, step_s=step_s,
+               errors_pct=errors)

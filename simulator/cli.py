@@ -71,7 +71,33 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--models-dir", type=Path, default=REPO / "models")
 
     sub.add_parser("hardware", help="list the hardware profiles and their assumed constants")
+
+    replay = sub.add_parser("replay", help="one load (e.g. --profile day:...) autoscaled vs static replica counts: "
+                                           "GPU-hours, SLO attainment, scale-up lag (plus the load options of "
+                                           "`loadtest run`)")
+    replay.add_argument("--hardware", required=True, help="a profile name (see `simulator hardware`) or YAML path")
+    replay.add_argument("--stack", type=Path, default=None,
+                        help="a stack file whose model, autoscaling policy, routing and gateway bound to use")
+    replay.add_argument("--model", default=None, help="a model spec name (default: the stack's, else smollm2)")
+    replay.add_argument("--tensor-parallel", type=int, default=None, help="ranks per replica (default: the spec's)")
+    replay.add_argument("--autoscale", type=_autoscale, default=None, metavar="MIN..MAX",
+                        help="the autoscaler's bounds (default: the stack's)")
+    replay.add_argument("--static", type=_static_counts, default=None, metavar="N[,M...]",
+                        help="static replica counts to compare (default: MAX and the smallest meeting the SLO)")
+    replay.add_argument("--replica-start", type=float, default=None, metavar="SECONDS",
+                        help="a new replica's start time (default: the hardware profile's)")
+    replay.add_argument("--routing", default=None, help="routing policy (default: the stack's, else least-loaded)")
+    replay.add_argument("--max-in-flight", type=int, default=None,
+                        help="gateway admission bound (default: the stack's, else 256)")
+    replay.add_argument("--models-dir", type=Path, default=REPO / "models")
     return parser
+
+
+def _static_counts(text: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected replica counts N[,M...] (each >= 1); got {text!r}")
+    return tuple(int(p) for p in parts)
 
 
 def simulation_config(args: argparse.Namespace) -> SimulationConfig:
@@ -107,9 +133,8 @@ def simulation_config(args: argparse.Namespace) -> SimulationConfig:
 
 def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     from loadtest.reports.table import summary_renderable
-    from simulator.simulate import simulate, write_simulation
-
     from simulator.engine import replica_setup
+    from simulator.simulate import simulate, write_simulation
 
     sim = simulation_config(args)
     replica_setup(sim)  # a bad hardware/model/TP combination fails here, before any output
@@ -140,44 +165,69 @@ def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
-    from simulator.calibration import (
-        fit_coefficients,
-        identifiable_columns,
-        fitted_efficiencies,
-        load_step_times,
-        percentage_errors,
-        write_fitted_profile,
-    )
+    from simulator.calibration import fit_profile, load_step_times, write_profile
     from simulator.engine import load_model
     from simulator.hardware import load_hardware
-    from simulator.step_time import StepTimeModel
 
     times = load_step_times(args.step_times)
-    hardware = load_hardware(args.hardware or times.hardware)
     spec = load_model(times.model, args.models_dir)
-    model = StepTimeModel(spec.architecture, hardware, tensor_parallel=times.tensor_parallel_size, dtype=times.dtype)
-    prefill, decode, context, seqs, step_s = times.columns()
-    features = model.features(prefill, decode, context, seqs)
-    coefficients = fit_coefficients(features, step_s, model.coefficients)
-    errors = percentage_errors(features, step_s, coefficients)
-    fitted = set(identifiable_columns(features))
-    mape = float(abs(errors).mean())
-    source = (f"fitted: python -m simulator calibrate {args.step_times.name} ({len(step_s)} steps, "
-              f"{times.model} TP{times.tensor_parallel_size} {times.dtype}, vLLM {times.vllm_version}; "
-              f"MAPE {mape:.1f}%)")
-    efficiency = fitted_efficiencies(coefficients, hardware.efficiency, source, fitted)
-    write_fitted_profile(hardware, efficiency, args.out)
-    table = Table(title=f"step times: measured vs fitted ({len(step_s)} steps)", title_justify="left")
+    fit = fit_profile(times, load_hardware(args.hardware or times.hardware), spec.architecture,
+                      file_name=args.step_times.name)
+    write_profile(fit.profile, args.out)
+    table = Table(title=f"step times: measured vs fitted ({len(fit.step_s)} steps)", title_justify="left")
     for col in ("prefill", "decode", "context", "seqs", "measured ms", "fitted ms", "error"):
         table.add_column(col, justify="right")
-    predicted = step_s * (1 + errors / 100)
-    for i in range(len(step_s)):
-        table.add_row(*(f"{int(x)}" for x in (prefill[i], decode[i], context[i], seqs[i])),
-                      f"{step_s[i] * 1e3:.2f}", f"{predicted[i] * 1e3:.2f}", f"{errors[i]:+.1f}%")
+    predicted = fit.step_s * (1 + fit.errors_pct / 100)
+    for step, measured, fitted, error in zip(times.steps, fit.step_s, predicted, fit.errors_pct):
+        table.add_row(*(str(n) for n in (step.prefill_tokens, step.decode_seqs, step.context_tokens, step.num_seqs)),
+                      f"{measured * 1e3:.2f}", f"{fitted * 1e3:.2f}", f"{error:+.1f}%")
     console.print(table)
-    for name, figure in efficiency:
+    for name, figure in fit.profile.efficiency:
         console.print(f"{name}: {figure.value:.4g}{'' if not figure.assumed else ' (assumed, not fitted)'}")
-    console.print(f"MAPE {mape:.1f}% over {len(step_s)} steps; fitted profile: {args.out}")
+    console.print(f"MAPE {fit.mape:.1f}% over {len(fit.step_s)} steps; fitted profile: {args.out}")
+    return ExitCode.OK
+
+
+def cmd_replay(args: argparse.Namespace, rest: list[str], console: Console) -> int:
+    from serving.config.stack import AutoscalingSpec
+    from simulator.engine import replica_setup
+    from simulator.replay import print_replay, replay, stack_policy, write_replay
+
+    stack = stack_policy(args.stack) if args.stack else None
+    policy = stack.autoscaling if stack else AutoscalingSpec()
+    if args.autoscale is None and stack is None:
+        raise SimulationConfigError("replay needs --autoscale MIN..MAX or a --stack file with an autoscaling policy")
+    low, high = args.autoscale or (policy.min_replicas, policy.max_replicas)
+    args.model = args.model or (stack.model if stack and stack.model else "smollm2-135m-instruct")
+    args.routing = args.routing or (stack.routing.value if stack else "least-loaded")
+    args.max_in_flight = args.max_in_flight or (stack.max_in_flight if stack else None)
+    args.replicas, args.autoscale, args.max_num_seqs, args.session_header = high, (low, high), None, False
+    base = simulation_config(args)  # validates the cluster options (MAX replicas: the largest cluster run)
+    replica_setup(base)
+    policy = AutoscalingSpec.model_validate(policy.model_dump() | {"enabled": True, "min_replicas": low,
+                                                                   "max_replicas": high})
+    load_args = loadtest_parser().parse_args(["run", "--target", SIMULATED_TARGET, "--model", args.model,
+                                              "--no-metrics", *rest])
+    config = config_from_args(load_args)
+    out = load_args.out or Path("results") / time.strftime("replay-%Y%m%d-%H%M%S")
+    err = Console(stderr=True)
+    err.print(f"[bold]simulator replay[/] {args.model} on {args.hardware}: {config.profile.kind} x "
+              f"{config.workload.kind}, autoscaled {low}..{high} vs static "
+              f"{','.join(map(str, args.static)) if args.static else f'{high} + the smallest meeting the SLO'}; "
+              f"results in {out}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[now]}"),
+                  TimeElapsedColumn(), console=err, disable=load_args.quiet, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(name: str, t: float) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=config.duration_s, now="")
+            bar.update(tasks[name], completed=t, now=f"{t:,.0f} s simulated")
+
+        report = replay(config, base, policy, statics=args.static, progress=progress)
+    write_replay(report, out)
+    print_replay(report, console)
+    console.print(f"simulated in {sum(r.wall_s for r in report.runs):.0f} s; results: {out}")
     return ExitCode.OK
 
 
@@ -196,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = build_parser().parse_known_args(argv)
     if args.command == "run":
         return run_command(lambda a, console: cmd_run(a, rest, console), args)
+    if args.command == "replay":
+        return run_command(lambda a, console: cmd_replay(a, rest, console), args)
     if rest:
         build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
     return run_command({"calibrate": cmd_calibrate, "hardware": cmd_hardware}[args.command], args)

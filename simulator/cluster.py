@@ -42,7 +42,7 @@ from simulator.errors import SimulatorError
 from simulator.replica import Replica, Seq
 from simulator.traffic import StageTraffic
 
-TURN, ARRIVAL, STEP, TICK, READY = range(5)
+TURN, ARRIVAL, STEP, TICK, READY, ANSWERED = range(6)  # ANSWERED: the client has read an answer's end
 MAX_RETRY_AFTER_S = 10.0  # as the Locust user
 
 
@@ -119,16 +119,17 @@ class ClusterSim:
         self.open = isinstance(load, OpenLoad)
         self.duration = config.duration_s
         if self.open:
-            self.arrivals = schedule(start_rate=load.start_rate, end_rate=load.end_rate, burstiness=load.burstiness,
-                                     seed=config.seed + 1000 * plan.index, duration_s=config.duration_s,
-                                     count=config.max_requests)
+            self.arrivals = load.follow_curve(
+                schedule(start_rate=load.start_rate, end_rate=load.end_rate, burstiness=load.burstiness,
+                         seed=config.seed + 1000 * plan.index, duration_s=config.duration_s,
+                         count=config.max_requests), config.duration_s)
             self.free_users = list(range(load.max_concurrency - 1, -1, -1))
             self.waiting_arrivals: deque[float] = deque()
         self.limit = config.stage_time_limit_s
 
     # --- the loop -------------------------------------------------------------------------
     def push(self, t: float, kind: int, payload) -> None:
-        if kind in (TURN, ARRIVAL):
+        if kind in (TURN, ARRIVAL, ANSWERED):
             self.client_events += 1
         heapq.heappush(self.heap, (t, next(self.counter), kind, payload))
 
@@ -150,7 +151,7 @@ class ClusterSim:
         if self.autoscaler:
             self.push(self.sim.autoscaling.metrics_interval_s, TICK, None)
         handlers = {TURN: self._on_turn, ARRIVAL: self._on_arrival, STEP: self._on_step, TICK: self._on_tick,
-                    READY: self._on_ready}
+                    READY: self._on_ready, ANSWERED: self._on_answered}
         events = 0
         heap = self.heap
         while heap:
@@ -289,7 +290,8 @@ class ClusterSim:
     def _complete(self, host: Host, seq: Seq) -> None:
         f, _ = host.flights.pop(seq.rid)
         times = host.replica.token_times(seq)
-        e2e = float(times[-1]) - f.start
+        path = self.setup.hardware.serving_path_s  # the HTTP proxy, gateway and Ray hops
+        e2e = float(times[-1]) + path - f.start
         timeout = self.config.target.request_timeout_s
         if e2e > timeout:
             self.out.rows.append((f.rid, f.session, f.turn, f.user, f.scheduled, f.start, False, None,
@@ -298,16 +300,22 @@ class ClusterSim:
             self.out.itls.append(None)
         else:
             self.out.rows.append((f.rid, f.session, f.turn, f.user, f.scheduled, f.start, True, 200, None, None, None,
-                                  float(times[0]) - f.start, e2e, len(f.prompt), len(times), f.out_len))
-            self.out.itls.append(np.diff(times))
+                                  float(times[0]) + path - f.start, e2e, len(f.prompt), len(times), f.out_len))
+            self.out.itls.append(times[1:] - times[:-1])  # np.diff, without its overhead
         f.ticket.release()
         self.core.on_finished(str(f.rid))
         self.in_flight -= 1
-        session = self.traffic.sessions[f.session]
-        if e2e <= timeout and f.turn + 1 < len(session.turns):
-            self.push(self.now + session.think_time_s, TURN, (f.user, f.session, f.turn + 1, None))
+        self.push(self.now + path, ANSWERED, (f.user, f.session, f.turn, e2e <= timeout))
+
+    def _on_answered(self, payload) -> None:
+        """The client has the answer's end (the serving path after the engine's last token)."""
+        self.client_events -= 1
+        user, session_id, turn, ok = payload
+        session = self.traffic.sessions[session_id]
+        if ok and turn + 1 < len(session.turns):
+            self.push(self.now + session.think_time_s, TURN, (user, session_id, turn + 1, None))
         else:
-            self._session_over(f.user)
+            self._session_over(user)
 
     def _cancel_leftovers(self) -> None:
         for host in self.hosts:
@@ -346,7 +354,7 @@ class ClusterSim:
     def _on_tick(self, _payload) -> None:
         active = [h for h in self.hosts if h.stopped is None and (h.live or not h.flights)]
         depth = sum(h.replica.queue_depth for h in self.hosts if h.live)
-        handle = self.in_flight + len(self.handle_queue)
+        handle = self.in_flight  # admitted requests, those queued at the handle included
         target = self.autoscaler.tick(self.now, depth, handle, len(active))
         if target is not None:
             self._scale(target, active)

@@ -66,6 +66,18 @@ class HardwareProfile(_Strict):
     peak_tflops: dict[str, Figure] = Field(description="dense peak by dtype name")
     interconnect_gbps: Figure = Field(description="between TP ranks, both directions together")
     replica_start_s: Figure = Field(description="a new replica's time to ready (weights, warm-up)")
+    serving_path_ms: Figure | None = Field(
+        None, description="what the serving path (HTTP proxy, gateway, Ray hops) adds to a request's first "
+                          "token and end, on this hardware's hosts; none: 0")
+    in_stack_slowdown: Figure | None = Field(
+        None, description="engine steps inside the serving stack: their fixed costs (step and sequence "
+                          "overheads) take this many times the step-time model's (on a CPU the serving path and "
+                          "the load generator share the engine's cores); none: 1")
+    in_stack_compute_slowdown: Figure | None = Field(
+        None, description="the same for the memory, compute and network terms; none: 1")
+    in_stack_noise: Figure | None = Field(
+        None, description="sigma of a mean-1 lognormal factor on each engine step inside the stack (the "
+                          "jitter of a shared machine); none: 0, every step as the model says")
     efficiency: Efficiencies
     defaults: EngineDefaults
 
@@ -76,6 +88,20 @@ class HardwareProfile(_Strict):
             raise SimulationConfigError(
                 f"hardware {self.name!r} has no peak for {key}; known: {', '.join(sorted(self.peak_tflops))}")
         return self.peak_tflops[key].value * 1e12
+
+    @property
+    def step_slowdown(self) -> tuple[float, float]:
+        """(memory/compute/network, fixed costs) factors of engine steps inside the stack."""
+        value = lambda figure: figure.value if figure else 1.0  # noqa: E731
+        return value(self.in_stack_compute_slowdown), value(self.in_stack_slowdown)
+
+    @property
+    def step_noise(self) -> float:
+        return self.in_stack_noise.value if self.in_stack_noise else 0.0
+
+    @property
+    def serving_path_s(self) -> float:
+        return self.serving_path_ms.value / 1e3 if self.serving_path_ms else 0.0
 
     def rank_share(self, ranks: int) -> float:
         """The share of the profile's figures one of ``ranks`` ranks gets (CPU: the cores

@@ -27,8 +27,9 @@ so token times are slices of the replica's step-end times.
 from __future__ import annotations
 
 import heapq
-from array import array
+from bisect import bisect_left
 from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from simulator.kv_cache import BlockPool
 from simulator.step_time import StepShape, StepTimeModel
 
 MAX_SPAN_STEPS = 4096
+SHORT_SPAN_STEPS = 48  # spans up to this many steps are planned in plain floats (numpy costs more)
 PREFIX_UNIT_TOKENS = 128  # prefix-cache granularity (see simulator.kv_cache)
 
 
@@ -79,7 +81,8 @@ class Replica:
         self.unit_tokens = prefix_unit_tokens(block_size)
         self.ub = self.unit_tokens // block_size  # blocks per prefix-cache unit
         self.kv = BlockPool(num_blocks, self.ub)
-        self.times = array("d")  # end time of each step
+        self._times = np.empty(4096)  # end time of each step (the first ``step`` entries)
+        self.step = 0  # steps committed
         self.now = 0.0
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
@@ -90,16 +93,12 @@ class Replica:
         self.finishes: list[tuple[int, int, Seq]] = []
         self.preemptions = 0
         self.busy_s = 0.0
-        self._span: tuple[np.ndarray, np.ndarray] | None = None  # decode span: step ends, blocks
+        self._span: tuple[Sequence[float], Sequence[int]] | None = None  # decode span: step ends, blocks
         self._chunks: list[tuple[Seq, int]] = []  # the planned single step's prefills
         self._step_end = 0.0
         self._decode_alloc_step = -1  # the last step decoding seqs hold blocks for
 
     # --- queries -------------------------------------------------------------------
-    @property
-    def step(self) -> int:
-        return len(self.times)
-
     @property
     def queue_depth(self) -> int:
         """Waiting + running, as the engine reports it."""
@@ -118,7 +117,7 @@ class Replica:
         if self._span is None:
             return None
         ends, blocks = self._span
-        keep = int(np.searchsorted(ends, t, side="left")) + 1
+        keep = bisect_left(ends, t) + 1
         if keep >= len(ends):
             return None
         self._span = (ends[:keep], blocks[:keep])
@@ -143,17 +142,41 @@ class Replica:
     def _plan_decode_span(self) -> float | None:
         s0, n = self.step, self.n_dec
         horizon = min(self.finishes[0][0] - s0 + 1, MAX_SPAN_STEPS)
+        if horizon <= SHORT_SPAN_STEPS:
+            return self._plan_short_span(s0, n, horizon)
         steps = np.arange(s0, s0 + horizon)
         needs = np.asarray(self.phases)[(-steps) % self.bs]
-        blocks = np.cumsum(needs)
-        fit = int(np.searchsorted(blocks, self.kv.free, side="right"))
+        blocks = needs.cumsum()
+        fit = int(blocks.searchsorted(self.kv.free, side="right"))
         if fit == 0:
             return None
-        steps, blocks = steps[:fit], blocks[:fit]
-        durations = self.model.decode_times(n, self.key_sum + n * steps)
-        ends = self.now + np.cumsum(durations)
+        if fit < horizon:
+            steps, blocks = steps[:fit], blocks[:fit]
+        ends = self.model.decode_times(n, self.key_sum + n * steps).cumsum()
+        ends += self.now
         self._span = (ends, blocks)
         return float(ends[-1])
+
+    def _plan_short_span(self, s0: int, n: int, horizon: int) -> float | None:
+        """:meth:`_plan_decode_span` step by step in plain floats (the same floats: the
+        step times of :meth:`StepTimeModel.decode_time`, summed in order)."""
+        phases, bs, free = self.phases, self.bs, self.kv.free
+        decode_time, base, now = self.model.decode_time, self.key_sum, self.now
+        ends: list[float] = []
+        blocks: list[int] = []
+        taken = 0
+        elapsed = 0.0
+        for s in range(s0, s0 + horizon):
+            taken += phases[-s % bs]
+            if taken > free:
+                break
+            elapsed += decode_time(n, base + n * s)
+            ends.append(now + elapsed)
+            blocks.append(taken)
+        if not ends:
+            return None
+        self._span = (ends, blocks)
+        return ends[-1]
 
     def _plan_step(self) -> float | None:
         s, bs, kv = self.step, self.bs, self.kv
@@ -284,15 +307,26 @@ class Replica:
             self._span = None
             self.kv.take_anonymous(int(blocks[-1]))
             self._decode_alloc_step = self.step + len(ends) - 1
-            self.busy_s += float(ends[-1]) - self.now
-            self.times.extend(ends.tolist())
-            self.now = float(ends[-1])
+            end = float(ends[-1])
+            self.busy_s += end - self.now
+            self._record(ends)
+            self.now = end
         else:
             self.busy_s += self._step_end - self.now
-            self.times.append(self._step_end)
+            self._record((self._step_end,))
             self.now = self._step_end
             self._finish_prefills()
         return self._pop_finished()
+
+    def _record(self, ends: Sequence[float]) -> None:
+        """Append step end times (the buffer doubles when full; earlier views stay valid)."""
+        first, last = self.step, self.step + len(ends)
+        if last > len(self._times):
+            grown = np.empty(max(2 * len(self._times), last))
+            grown[:first] = self._times[:first]
+            self._times = grown
+        self._times[first:last] = ends
+        self.step = last
 
     def _finish_prefills(self) -> None:
         s = self.step - 1
@@ -336,6 +370,12 @@ class Replica:
         return done
 
     def token_times(self, seq: Seq) -> np.ndarray:
-        """The end times of the steps that produced ``seq``'s tokens."""
-        times = np.frombuffer(self.times, dtype=float)
+        """The end times of the steps that produced ``seq``'s tokens (read-only: a view of
+        the replica's step times when they are one run of steps)."""
+        times = self._times
+        if len(seq.segments) == 1:
+            a, n = seq.segments[0]
+            view = times[a:a + n]
+            view.flags.writeable = False
+            return view
         return np.concatenate([times[a:a + n] for a, n in seq.segments])

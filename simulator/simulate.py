@@ -12,14 +12,16 @@ which are assumed) and each stage's GPU-hours and replica timeline.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from loadtest.analysis.gaps import GapTable
 from loadtest.analysis.metrics import achieved_rate, build_stage
 from loadtest.analysis.records import RequestRecord, TokenSource
 from loadtest.analysis.summary import GeneratorReport, Summary
@@ -30,7 +32,7 @@ from loadtest.run.orchestrator import StageResult, summarise_run
 from simulator.cluster import ClusterSim, StageRun
 from simulator.config import SimulationConfig
 from simulator.engine import ReplicaSetup, replica_setup
-from simulator.traffic import StageTraffic, stage_traffic, tokenizer_loader
+from simulator.traffic import StageTraffic, TrafficCache, stage_traffic, tokenizer_loader
 
 SIMULATED_WARNING = "SIMULATED, not measured: {label} (simulator figures: simulation.json)"
 TOKENIZER_FALLBACK = "smollm2-135m-instruct"
@@ -47,16 +49,41 @@ class StageFigures:
     simulated_s: float
 
 
+@dataclass
+class StageRecords:
+    """One stage's records as :func:`build_stage` reads them: :class:`RequestRecord` built
+    without their gaps (``itl_s`` empty), and the gaps as one :class:`GapTable` (a row per
+    record). :meth:`complete` fills each record's ``itl_s`` (for the reports)."""
+
+    records: list[RequestRecord]
+    gaps: GapTable
+    _filled: bool = field(default=False, init=False, repr=False)
+
+    def complete(self) -> list[RequestRecord]:
+        """The records with their gaps in ``itl_s`` (filled in place, once)."""
+        if not self._filled:
+            for record, gaps in zip(self.records, self.gaps.tolists()):
+                record.itl_s = gaps
+            self._filled = True
+        return self.records
+
+
 @dataclass(frozen=True)
 class SimulationResult:
     """What :func:`simulate` returns: the load tester's summary and records, plus cluster figures."""
 
     summary: Summary
-    records: list[RequestRecord]
+    stage_records: tuple[StageRecords, ...]
     stages: tuple[StageFigures, ...]
     setup: ReplicaSetup
     sim: SimulationConfig
     wall_s: float
+
+    @functools.cached_property
+    def records(self) -> list[RequestRecord]:
+        """Every stage's records, with their gaps (filled on first use: the figures did
+        not need them as lists)."""
+        return [r for stage in self.stage_records for r in stage.complete()]
 
     def simulation_info(self) -> dict:
         """The content of ``simulation.json``."""
@@ -78,48 +105,55 @@ class SimulationResult:
 
 
 def records_of(run: StageRun, stage: int, traffic: StageTraffic, started_unix: float,
-               exact_output: bool) -> list[RequestRecord]:
-    """The stage's :class:`RequestRecord` list (built without re-validating each field)."""
+               exact_output: bool) -> StageRecords:
+    """The stage's records, by start (each built without re-validating its fields)."""
     records = []
     construct = RequestRecord.model_construct
-    plan_sessions = traffic.plan.sessions
-    for row, gaps in zip(run.rows, run.itls):
+    sessions = traffic.sessions
+    for row in run.rows:
         (rid, session, turn, user, scheduled, start, ok, status, kind, error, retry_after, ttft, e2e,
          prompt_tokens, output_tokens, requested) = row
-        expected = plan_sessions[session].turns[0].expected_prompt_tokens if turn == 0 else None
+        expected = sessions[session].expected_prompt_tokens if turn == 0 else None
         records.append(construct(
             id=rid, stage=stage, session=session, turn=turn, user=user, scheduled_s=scheduled, start_s=start,
             start_unix=started_unix + start, ok=ok, status=status, error_kind=kind, error=error,
-            retry_after_s=retry_after, ttft_s=ttft, e2e_s=e2e, itl_s=[] if gaps is None else gaps.tolist(),
-            chunks=output_tokens or 0, prompt_tokens=prompt_tokens if ok else None, output_tokens=output_tokens,
+            retry_after_s=retry_after, ttft_s=ttft, e2e_s=e2e, itl_s=[], chunks=output_tokens or 0,
+            prompt_tokens=prompt_tokens if ok else None, output_tokens=output_tokens,
             token_source=TokenSource.USAGE if ok else TokenSource.NONE, expected_prompt_tokens=expected,
             requested_output_tokens=requested if exact_output else None,
             finish_reason="length" if ok else None))
-    records.sort(key=lambda r: r.start_s)
-    return records
+    order = np.argsort(np.fromiter((r.start_s for r in records), dtype=float, count=len(records)), kind="stable")
+    order = order.tolist()
+    itls = run.itls
+    return StageRecords([records[i] for i in order], GapTable.of_arrays([itls[i] for i in order]))
 
 
 def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
-             progress: Callable[[StagePlan, float], None] | None = None) -> SimulationResult:
+             progress: Callable[[StagePlan, float], None] | None = None,
+             traffic_cache: TrafficCache | None = None) -> SimulationResult:
     """Simulate every stage of ``config`` (its profile decides the next stage from the
-    last, as in ``loadtest run``); each stage starts on a fresh cluster."""
+    last, as in ``loadtest run``); each stage starts on a fresh cluster. ``traffic_cache``
+    keeps prepared prompts and tokenizers for the next simulations of the same traffic."""
     wall = time.perf_counter()
     setup = replica_setup(sim)
     label = config.label or sim.label
     config = config.model_copy(update={"label": label if label.startswith("simulated") else f"simulated: {label}"})
-    load_tokenizer, fallback_warning = tokenizer_loader(config, TOKENIZER_FALLBACK)
+    load_tokenizer, fallback_warning = tokenizer_loader(config, TOKENIZER_FALLBACK, cache=traffic_cache)
     started = time.time()
     results: list[StageResult] = []
     history: list[StageOutcome] = []
     figures: list[StageFigures] = []
+    stage_records_list: list[StageRecords] = []
     offset = 0.0
     while (plan := config.profile.next_stage(history)) is not None:
-        traffic = stage_traffic(config, plan, load_tokenizer)
+        traffic = stage_traffic(config, plan, load_tokenizer, cache=traffic_cache)
         tick = (lambda t, plan=plan: progress(plan, t)) if progress is not None else None
         run = ClusterSim(setup, sim, config, plan, traffic, seed=config.seed + 1000 * plan.index,
                          progress=tick).run()
-        records = records_of(run, plan.index, traffic, started + offset, config.target.exact_output)
-        stage = build_stage(records, plan=plan, window=config.measured_window, timed=config.duration_s is not None,
+        stage_records = records_of(run, plan.index, traffic, started + offset, config.target.exact_output)
+        stage_records_list.append(stage_records)
+        records = stage_records.records
+        stage = build_stage(records, gaps=stage_records.gaps, plan=plan, window=config.measured_window, timed=config.duration_s is not None,
                             objectives=config.slos, started_unix=started + offset, offset_s=offset,
                             generator=GeneratorReport(), max_error_rate=config.profile.max_error_rate,
                             duration_s=config.duration_s, max_requests=config.max_requests)
@@ -136,8 +170,8 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
                                     run.preemptions, tuple(run.replica_timeline), run.end_s))
         offset += run.end_s
     summary = summarise_run(config, results, None, started, simulated=True)
-    records = [r for result in results for r in result.records]
-    return SimulationResult(summary, records, tuple(figures), setup, sim, time.perf_counter() - wall)
+    return SimulationResult(summary, tuple(stage_records_list), tuple(figures), setup, sim,
+                            time.perf_counter() - wall)
 
 
 def write_simulation(result: SimulationResult, out_dir: Path, reports: Sequence[str] | None = None) -> list[Path]:

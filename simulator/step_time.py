@@ -49,8 +49,11 @@ class StepTimeModel:
     """Seconds per engine step for one replica (see the module docstring)."""
 
     def __init__(self, arch: ModelArchitecture, hardware: HardwareProfile, *, tensor_parallel: int,
-                 dtype: str, ranks_on_node: int | None = None, efficiency: Efficiencies | None = None) -> None:
+                 dtype: str, ranks_on_node: int | None = None, efficiency: Efficiencies | None = None,
+                 slowdown: tuple[float, float] = (1.0, 1.0), noise: float = 0.0, seed: int = 0) -> None:
         self.arch, self.hardware, self.tp = arch, hardware, tensor_parallel
+        self.noise = noise  # sigma of a mean-1 lognormal factor on each step (0: deterministic)
+        self._rng = np.random.default_rng(seed)
         eff = efficiency or hardware.efficiency
         share = hardware.rank_share(ranks_on_node or tensor_parallel)
         nbytes = DTYPE_BYTES.get(dtype, 2)
@@ -72,7 +75,7 @@ class StepTimeModel:
         self.coefficients = np.array([
             1.0 / eff.memory.value, 1.0 / eff.compute.value, 1.0 / eff.network.value,
             eff.allreduce_latency_us.value * 1e-6, eff.step_overhead_ms.value * 1e-3, eff.seq_overhead_us.value * 1e-6,
-        ])
+        ]) * np.repeat(slowdown, 3)  # (memory, compute, network), (all-reduces, step, sequences)
         self._scalars = self.coefficients.tolist()
 
     def features(self, prefill_tokens, decode_seqs, context_tokens, num_seqs) -> np.ndarray:
@@ -98,8 +101,9 @@ class StepTimeModel:
         pairs = c + (p * p / (2 * prefill_seqs) if prefill_seqs > 0 else 0.0)
         memory = (self.weight_bytes + self.kv_bytes_per_token * (c + tokens)) * self._per_byte
         compute = (self.flops_per_token * tokens + self.flops_per_seq * s + self.flops_per_pair * pairs) * self._per_flop
-        return (max(memory * k[0], compute * k[1]) + self._net_per_token * tokens * k[2] + self.allreduces * k[3]
+        step = (max(memory * k[0], compute * k[1]) + self._net_per_token * tokens * k[2] + self.allreduces * k[3]
                 + k[4] + s * k[5])
+        return step * self._jitter() if self.noise else step
 
     def decode_times(self, num_seqs: int, contexts: np.ndarray) -> np.ndarray:
         """Seconds of decode-only steps of ``num_seqs`` sequences whose context totals are
@@ -109,7 +113,23 @@ class StepTimeModel:
         compute = ((self.flops_per_token + self.flops_per_seq) * n + self.flops_per_pair * contexts) * (
             self._per_flop * k[1])
         rest = self._net_per_token * n * k[2] + self.allreduces * k[3] + k[4] + n * k[5]
-        return np.maximum(memory, compute) + rest
+        steps = np.maximum(memory, compute) + rest
+        return steps * self._jitter(len(steps)) if self.noise else steps
+
+    def decode_time(self, num_seqs: int, context: int) -> float:
+        """:meth:`decode_times` of one step in plain floats (the same operations, so the
+        same float; a short span is cheaper step by step than through numpy)."""
+        n, k = float(num_seqs), self._scalars
+        memory = (self.weight_bytes + self.kv_bytes_per_token * (context + n)) * (self._per_byte * k[0])
+        compute = ((self.flops_per_token + self.flops_per_seq) * n + self.flops_per_pair * context) * (
+            self._per_flop * k[1])
+        rest = self._net_per_token * n * k[2] + self.allreduces * k[3] + k[4] + n * k[5]
+        step = max(memory, compute) + rest
+        return step * self._jitter() if self.noise else step
+
+    def _jitter(self, n: int | None = None):
+        """Mean-1 lognormal factors of sigma :attr:`noise` (one, or ``n`` as an array)."""
+        return self._rng.lognormal(-self.noise**2 / 2, self.noise, n)
 
 
 def predict(features: np.ndarray, coefficients: np.ndarray) -> np.ndarray:

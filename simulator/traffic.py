@@ -23,6 +23,7 @@ content, so the prefix cache sees the conversation grow as the engine does.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,10 +35,12 @@ from loadtest.run.orchestrator import pool_size
 from loadtest.workloads.base import WorkloadContext, WorkloadPlan
 from loadtest.workloads.synthetic import prompt_overhead
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
+from simulator.synthetic_ids import IdPlan, IdSession, synthetic_id_plan
 
 TURN_TEMPLATE_TOKENS = 5  # role markers around each later turn's messages
 CHAT_TEMPLATE_TOKENS = 30
 SYSTEM_TEMPLATE_TOKENS = 5
+DEFAULT_MAX_TOKENS = 128  # assumed output length of a turn without max_tokens (prompt files)
 SYNTHETIC_WORKLOADS = frozenset({"random", "shared-prefix", "multi-turn"})
 _HEAD_ID = 1
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -46,6 +49,8 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 class WordTokenizer:
     """A tokenizer of ``vocab`` made-up words, one token each (see the module docstring);
     it speaks the part of the Hugging Face API the workloads use."""
+
+    one_token_words = True  # every word is one token and every text round-trips (simulator.synthetic_ids)
 
     def __init__(self, vocab: int = 8192) -> None:
         if not 2 <= vocab <= 26**3:
@@ -84,38 +89,45 @@ class WordTokenizer:
 
 @dataclass(frozen=True, slots=True)
 class SessionTokens:
-    """One prepared session: token ids of each turn's new text and the output lengths."""
+    """One prepared session: token ids of its head (chat template, system prompt) and of
+    each turn's new text, the output lengths, and the first turn's expected prompt tokens."""
 
     head: tuple[int, ...]
     turns: tuple[tuple[int, ...], ...]
     max_tokens: tuple[int, ...]
     think_time_s: float
+    expected_prompt_tokens: int | None = None
+
+
+def plan_ids(plan: WorkloadPlan, tokenizer, *, default_max_tokens: int) -> IdPlan:
+    """A text plan as token ids, each turn's content tokenised with the run's tokenizer."""
+    contents = [t.content for s in plan.sessions for t in s.turns]
+    encoded = tokenizer(contents, add_special_tokens=False)["input_ids"]
+    systems = tuple(tuple(ids) for ids in tokenizer(list(plan.systems), add_special_tokens=False)["input_ids"]) \
+        if plan.systems else ()
+    sessions = []
+    k = 0
+    for s in plan.sessions:
+        turns = tuple(tuple(encoded[k + j]) for j in range(len(s.turns)))
+        k += len(s.turns)
+        sessions.append(IdSession(turns, tuple(t.max_tokens or default_max_tokens for t in s.turns), s.system,
+                                  s.think_time_s, s.turns[0].expected_prompt_tokens))
+    return IdPlan(tuple(sessions), systems, plan.systems)
 
 
 class StageTraffic:
     """The sessions of one stage, cycled as ``loadtest run`` cycles its prompt pool."""
 
-    def __init__(self, plan: WorkloadPlan, tokenizer, *, chat: bool, default_max_tokens: int) -> None:
-        self.plan = plan
+    def __init__(self, plan: IdPlan, tokenizer, *, chat: bool) -> None:
         self.wraps = 0
         self._next = 0
-        contents = [t.content for s in plan.sessions for t in s.turns]
-        encoded = tokenizer(contents, add_special_tokens=False)["input_ids"]
-        systems = [tuple(ids) for ids in tokenizer(list(plan.systems), add_special_tokens=False)["input_ids"]] \
-            if plan.systems else []
-        overhead = {}
-        sessions = []
-        k = 0
-        for s in plan.sessions:
-            system = plan.system_text(s)
-            if system not in overhead:
-                overhead[system] = max(prompt_overhead(tokenizer, chat=chat, system=system), 0)
-            head = (_HEAD_ID,) * overhead[system] + (systems[s.system] if s.system is not None else ())
-            turns = tuple(tuple(encoded[k + j]) for j in range(len(s.turns)))
-            k += len(s.turns)
-            sessions.append(SessionTokens(head, turns, tuple(t.max_tokens or default_max_tokens for t in s.turns),
-                                          s.think_time_s))
-        self.sessions = sessions
+        heads = {}
+        for system in {s.system for s in plan.sessions}:
+            text = None if system is None else plan.system_texts[system]
+            overhead = max(prompt_overhead(tokenizer, chat=chat, system=text), 0)
+            heads[system] = (_HEAD_ID,) * overhead + (() if system is None else plan.systems[system])
+        self.sessions = [SessionTokens(heads[s.system], s.turns, s.max_tokens, s.think_time_s,
+                                       s.expected_prompt_tokens) for s in plan.sessions]
 
     def next_session(self) -> int:
         """The next session's index in the pool (cycling, counting wraps)."""
@@ -137,25 +149,73 @@ class StageTraffic:
         return self.prompt(session, turn - 1) + answer + (_HEAD_ID,) * TURN_TEMPLATE_TOKENS + s.turns[turn]
 
 
-def stage_traffic(config: LoadTestConfig, plan: StagePlan, tokenizer_loader: Callable[[], object]) -> StageTraffic:
-    """The prepared sessions of one stage (same seed and pool size as ``loadtest run``)."""
+class TrafficCache:
+    """Prepared traffic kept across simulations: a sweep simulates every candidate with
+    the same prompts at a given rate and seed, so each id plan is built once. Holds the
+    last ``max_plans`` plans (immutable, shared) and one tokenizer loader per path."""
+
+    def __init__(self, max_plans: int = 16) -> None:
+        self.max_plans = max_plans
+        self.built = 0  # plans built (the other requests reused one)
+        self._plans: OrderedDict[tuple, IdPlan] = OrderedDict()
+        self._loaders: dict[object, Callable[[], object]] = {}
+
+    def id_plan(self, key: tuple, build: Callable[[], IdPlan]) -> IdPlan:
+        """The plan of ``key`` (everything that decides it), built on first use."""
+        plan = self._plans.get(key)
+        if plan is not None:
+            self._plans.move_to_end(key)
+            return plan
+        plan = self._plans[key] = build()
+        self.built += 1
+        while len(self._plans) > self.max_plans:
+            self._plans.popitem(last=False)
+        return plan
+
+    def loader(self, key: object, load: Callable[[], object]) -> Callable[[], object]:
+        """The loader of tokenizer ``key`` (a path, or ``None`` for :class:`WordTokenizer`):
+        ``load`` called once, on first use."""
+        if key not in self._loaders:
+            self._loaders[key] = functools.cache(load)
+        return self._loaders[key]
+
+
+def stage_traffic(config: LoadTestConfig, plan: StagePlan, tokenizer_loader: Callable[[], object], *,
+                  cache: TrafficCache | None = None) -> StageTraffic:
+    """The prepared sessions of one stage (same seed and pool size as ``loadtest run``):
+    synthetic workloads drawn straight as ids (:mod:`simulator.synthetic_ids`), others
+    built as text and tokenised; with ``cache``, a plan already built for the same
+    workload, seed, pool size, endpoint and tokenizer is reused."""
     ctx = WorkloadContext(seed=config.seed + 1000 * plan.index, chat=config.target.endpoint is Endpoint.CHAT,
                           tokenizer_loader=tokenizer_loader)
-    workload_plan = config.workload.build(pool_size(config, plan, config.workload.requests_per_session), ctx)
-    default = 128
-    return StageTraffic(workload_plan, tokenizer_loader(), chat=ctx.chat, default_max_tokens=default)
+    count = pool_size(config, plan, config.workload.requests_per_session)
+
+    def build() -> IdPlan:
+        ids = synthetic_id_plan(config.workload, count, ctx)
+        if ids is None:
+            ids = plan_ids(config.workload.build(count, ctx), tokenizer_loader(),
+                           default_max_tokens=DEFAULT_MAX_TOKENS)
+        return ids
+
+    key = (config.workload, ctx.seed, count, ctx.chat, config.tokenizer, config.target.model)
+    ids = build() if cache is None else cache.id_plan(key, build)
+    return StageTraffic(ids, tokenizer_loader(), chat=ctx.chat)
 
 
-def tokenizer_loader(config: LoadTestConfig, fallback_model: str | None) -> tuple[Callable[[], object], str | None]:
+def tokenizer_loader(config: LoadTestConfig, fallback_model: str | None, *,
+                     cache: TrafficCache | None = None) -> tuple[Callable[[], object], str | None]:
     """The run's tokenizer loader (:class:`WordTokenizer` for synthetic workloads without
     ``--tokenizer``), and a warning when it falls back to ``fallback_model``'s (a model
-    not prepared on this machine, such as the H200 models)."""
-    if config.tokenizer is None and config.workload.kind in SYNTHETIC_WORKLOADS:
-        return functools.cache(WordTokenizer), None
-    path = config.tokenizer or default_tokenizer_path(config.target.model)
+    not prepared on this machine, such as the H200 models); with ``cache``, one loader
+    per tokenizer (each loaded once)."""
     warning = None
-    if config.tokenizer is None and not path.exists() and fallback_model is not None:
-        warning = (f"no tokenizer for {config.target.model} here: token ids come from {fallback_model}'s "
-                   f"tokenizer (synthetic lengths are exact; text prompts are counted in its tokens)")
-        path = default_tokenizer_path(fallback_model)
-    return functools.cache(lambda: load_tokenizer(path)), warning
+    if config.tokenizer is None and config.workload.kind in SYNTHETIC_WORKLOADS:
+        key, load = None, WordTokenizer
+    else:
+        path = config.tokenizer or default_tokenizer_path(config.target.model)
+        if config.tokenizer is None and not path.exists() and fallback_model is not None:
+            warning = (f"no tokenizer for {config.target.model} here: token ids come from {fallback_model}'s "
+                       f"tokenizer (synthetic lengths are exact; text prompts are counted in its tokens)")
+            path = default_tokenizer_path(fallback_model)
+        key, load = path, functools.partial(load_tokenizer, path)
+    return (functools.cache(load) if cache is None else cache.loader(key, load)), warning

@@ -77,16 +77,6 @@ def measure_safely(measure: Measure, trial: Trial) -> MeasuredResult:
     return result
 
 
-def labelled_markdown(report: SweepReport) -> str:
-    """``report.md``; a simulated sweep's title says so and quotes its label under it."""
-    text = render_markdown(report)
-    label = simulated_label(report.spec)
-    if not label:
-        return text
-    title, _, rest = text.partition("\n")
-    return f"{title.replace('# Sweep', '# SIMULATED sweep', 1)}\n\n> **{label}**\n{rest}"
-
-
 def run_sweep(
     spec: SweepSpec,
     prices: PriceTable,
@@ -106,7 +96,8 @@ def run_sweep(
     crashed or tool errors instead of reusing them. ``plots`` writes PNGs into ``folder/plots``
     at the end. ``text_density`` (the model tokenizer's characters per token) adds the
     costs per character; ``None``: not measured. A simulated spec
-    (:attr:`SweepSpec.simulated`) labels the report: its first warning and its title.
+    (:attr:`SweepSpec.simulated`) makes a simulated report (:attr:`SweepReport.simulated`):
+    its first warning says so, and so do the titles of ``report.md`` and the plots.
     """
     space = SearchSpace(spec, prices)
     strategy = create_strategy(spec.search.strategy, registry)
@@ -135,7 +126,7 @@ def run_sweep(
             text_density=text_density,
         )
         folder.write_report(report)
-        folder.write_text("report.md", labelled_markdown(report))
+        folder.write_text("report.md", render_markdown(report))
         return report
 
     try:

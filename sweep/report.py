@@ -5,6 +5,9 @@ Schema ``serveout.sweep`` version 3 (every field of :class:`SweepReport`):
 - ``kind`` ("serveout.sweep"), ``schema_version`` (3), ``status``
   (``complete`` | ``partial`` while running | ``interrupted`` by Ctrl-C |
   ``aborted`` by the measurer), ``generated_at`` (ISO 8601, UTC);
+- ``simulated``: true when every figure comes from the simulator (``sweep run --simulate``:
+  the spec has a ``simulation`` section), none measured; always equal to the spec's, and
+  taken from it when absent (reports written before the field existed);
 - ``spec``: the sweep spec as run (``prices`` is the price file's path),
   ``prices``: the price table used, ``fingerprint``: the measurement fingerprint
   keying the persisted runs (:func:`sweep.spec.measurement_fingerprint`);
@@ -45,9 +48,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from loadtest.workloads.text_density import TextDensities
 from sweep.capacity import ShapeCapacity, fit_capacity
@@ -96,6 +99,7 @@ class SweepReport(Strict):
     schema_version: Literal[3] = 3
     status: ReportStatus
     generated_at: str
+    simulated: bool = Field(False, description="every figure from the simulator, none measured")
     spec: SweepSpec
     prices: PriceTable
     fingerprint: str
@@ -116,6 +120,24 @@ class SweepReport(Strict):
     notes: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = Field((), description="e.g. unreadable files, invalid measurements")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _simulated_from_spec(cls, data: Any) -> Any:
+        """Without ``simulated`` (a report written before the field existed), the spec says."""
+        if not isinstance(data, dict) or "simulated" in data:
+            return data
+        spec = data.get("spec")
+        simulated = spec.simulated if isinstance(spec, SweepSpec) else (
+            isinstance(spec, dict) and spec.get("simulation") is not None)
+        return {**data, "simulated": simulated}
+
+    @model_validator(mode="after")
+    def _simulated_as_the_spec(self) -> SweepReport:
+        if self.simulated != self.spec.simulated:
+            raise ValueError(f"simulated={self.simulated} contradicts the spec, which is "
+                             f"{'simulated' if self.spec.simulated else 'measured'}")
+        return self
 
     def run(self, candidate_id: str) -> RunRow | None:
         return next((r for r in self.runs if r.candidate_id == candidate_id), None)
@@ -140,8 +162,8 @@ def build_report(
     warnings: Sequence[str] = (),
     text_density: TextDensities | None = None,
 ) -> SweepReport:
-    """The report of ``history`` (valid at any time: partial sweeps included);
-    ``text_density`` (measured with the model's tokenizer) adds the costs per character."""
+    """The report of ``history`` (valid at any time: partial sweeps included), ``simulated``
+    when the spec is; ``text_density`` (measured with the model's tokenizer) adds the costs per character."""
     counts = counts or RunCounts()
     workload = None if text_density is None else text_density.workload
     rows = build_rows(space, history, None if workload is None else workload.chars_per_token)
@@ -157,6 +179,7 @@ def build_report(
     return SweepReport(
         status=status,
         generated_at=generated_at,
+        simulated=space.spec.simulated,
         spec=space.spec,
         prices=space.prices,
         fingerprint=measurement_fingerprint(space.spec),

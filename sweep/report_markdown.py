@@ -11,6 +11,7 @@ from sweep.capacity import DEFAULT_HEADROOM, ShapeCapacity
 from sweep.report import SweepReport
 from sweep.rows import PointRow, RunRow, ScalingKind, ScalingRow
 from sweep.selection import AnswerKind
+from sweep.spec import simulated_label
 
 CAPACITY_TABLE_ROWS = 8  # replica counts shown per shape in the capacity model
 
@@ -67,9 +68,11 @@ def _header(report: SweepReport) -> list[str]:
     if spec.slo.min_goodput_share is not None:
         slo.append(f"goodput share >= {spec.slo.min_goodput_share:.0%}")
     price = report.prices.price(budget.accelerator)
+    title = f"# {'SIMULATED sweep' if report.simulated else 'Sweep'} `{spec.name}` ({report.status.value})"
     lines = [
-        f"# Sweep `{spec.name}` ({report.status.value})",
+        title,
         "",
+        *([f"> **{simulated_label(spec)}**", ""] if report.simulated else []),
         f"- Model: `{spec.model}`{'' if spec.tested_here else ' (spec not tested on this machine)'}",
         f"- Target traffic: {traffic.profile.name} at {traffic.rate_rps:g} req/s, workload "
         f"{traffic.workload.name} {traffic.workload.input_tokens} -> {traffic.workload.output_tokens} tokens, "
@@ -252,7 +255,7 @@ def _bullets(title: str, items: Sequence[str]) -> list[str]:
 
 
 def render_markdown(report: SweepReport) -> str:
-    """The whole ``report.md``."""
+    """The whole ``report.md``; a simulated report's title says so and quotes the simulator's caveat under it."""
     lines = _header(report) + _answer(report) + _runs(report) + _per_character(report)
     lines += ["## Pareto front (cost per million output tokens vs p95 E2E)", "",
               ", ".join(f"`{c}`" for c in report.pareto) or "empty", ""]

@@ -7,6 +7,8 @@
   scaling per shape and tensor-parallel scaling per accelerator;
 - ``p95_vs_rate.png``: p95 E2E against offered rate, one line per candidate measured
   at several rates (omitted when none was).
+
+A simulated report's titles (drawn, and the PNGs' ``Title`` metadata) start with ``SIMULATED``.
 """
 
 from __future__ import annotations
@@ -20,12 +22,21 @@ from matplotlib.figure import Figure
 from sweep.report import SweepReport
 from sweep.rows import RunRow, ScalingKind
 
+SIMULATED_MARK = "SIMULATED"  # the same prefix as `sweep plan`'s tables of a simulated sweep
 
-def _save(figure: Figure, path: Path) -> Path:
+
+def plot_title(report: SweepReport, subject: str) -> str:
+    """``name: subject``, marked when every figure of ``report`` comes from the simulator."""
+    title = f"{report.spec.name}: {subject}"
+    return f"{SIMULATED_MARK}: {title}" if report.simulated else title
+
+
+def _save(figure: Figure, path: Path, title: str) -> Path:
+    """Write ``figure`` as a PNG whose ``Title`` metadata is ``title`` (the title drawn on it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(figure)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, metadata={"Title": title})
     return path
 
 
@@ -55,8 +66,9 @@ def cost_vs_latency(report: SweepReport, path: Path) -> Path:
         ax.axvline(report.spec.slo.e2e_p95, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("p95 end-to-end latency at the target rate (s)")
     ax.set_ylabel(f"{report.prices.currency} per million output tokens")
-    ax.set_title(f"{report.spec.name}: cost vs latency (filled = meets the SLO)")
-    return _save(figure, path)
+    title = plot_title(report, "cost vs latency (filled = meets the SLO)")
+    ax.set_title(title)
+    return _save(figure, path, title)
 
 
 def scaling(report: SweepReport, path: Path) -> Path:
@@ -93,8 +105,9 @@ def scaling(report: SweepReport, path: Path) -> Path:
     for ax in (cap_ax, eff_ax):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    figure.suptitle(f"{report.spec.name}: capacity and scaling")
-    return _save(figure, path)
+    title = plot_title(report, "capacity and scaling")
+    figure.suptitle(title)
+    return _save(figure, path, title)
 
 
 def p95_vs_rate(report: SweepReport, path: Path) -> Path | None:
@@ -113,9 +126,10 @@ def p95_vs_rate(report: SweepReport, path: Path) -> Path | None:
     ax.axvline(report.spec.target_rps, color="black", linestyle=":", linewidth=1)
     ax.set_xlabel("offered rate (req/s)")
     ax.set_ylabel("p95 end-to-end latency (s)")
-    ax.set_title(f"{report.spec.name}: p95 vs offered rate")
+    title = plot_title(report, "p95 vs offered rate")
+    ax.set_title(title)
     ax.legend(fontsize=7)
-    return _save(figure, path)
+    return _save(figure, path, title)
 
 
 def write_plots(report: SweepReport, folder: Path) -> tuple[Path, ...]:

@@ -76,11 +76,16 @@ def simulation_config_for(candidate: Candidate, spec: SweepSpec, catalog: ModelC
 
 
 def simulator_point(spec: SweepSpec) -> SimulatePoint:
-    """The real :data:`SimulatePoint`: one load test of the spec's traffic, simulated."""
+    """The real :data:`SimulatePoint`: one load test of the spec's traffic, simulated.
+    Every candidate sees the same prompts at a given rate and seed: they are prepared
+    once (a :class:`~simulator.traffic.TrafficCache` shared by the points)."""
     from simulator.simulate import simulate
+    from simulator.traffic import TrafficCache
+
+    cache = TrafficCache()
 
     def take(sim: SimulationConfig, rate: float, seed: int) -> LoadPoint:
-        result = simulate(loadtest_config(spec, SIMULATED_TARGET, rate, seed), sim)
+        result = simulate(loadtest_config(spec, SIMULATED_TARGET, rate, seed), sim, traffic_cache=cache)
         return load_point(result.summary.headline, rate)
 
     return take

@@ -21,7 +21,10 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
+
 from loadtest.analysis.arrivals import arrivals_of
+from loadtest.analysis.gaps import GapTable
 from loadtest.analysis.records import RequestRecord, TokenSource
 from loadtest.analysis.server_metrics import ServerSample, counter_delta
 from loadtest.analysis.slo import Metric, Objective, evaluate, request_meets, verdict_confidence
@@ -40,7 +43,13 @@ from loadtest.analysis.summary import (
     Validity,
     Window,
 )
-from loadtest.analysis.timeline import bin_width, prompt_tokens_between, time_bins, tokens_between
+from loadtest.analysis.timeline import (
+    bin_width,
+    emissions_of,
+    prompt_tokens_between,
+    time_bins,
+    tokens_between,
+)
 from loadtest.profiles import OpenLoad, StagePlan
 
 MAX_LATE_FRACTION = 0.05  # more late arrivals than this: the schedule was not kept
@@ -80,11 +89,12 @@ def measured_window(
     return Window(start_s=lo, end_s=hi, duration_s=max(hi - lo, 0.0))
 
 
-def latency_samples(ok: Sequence[RequestRecord]) -> dict[Metric, list[float]]:
-    """The raw latency samples of successful requests, by metric."""
+def latency_samples(ok: Sequence[RequestRecord], gaps: GapTable | None = None) -> dict[Metric, Sequence[float]]:
+    """The raw latency samples of successful requests, by metric (``gaps``: their gaps,
+    one row per record; default: each record's ``itl_s``). ITL's are an array."""
     return {
         Metric.TTFT: [r.ttft_s for r in ok if r.ttft_s is not None],
-        Metric.ITL: [g for r in ok for g in r.itl_s],
+        Metric.ITL: (GapTable.of_records(ok) if gaps is None else gaps).values,
         Metric.TPOT: [t for r in ok if (t := request_tpot(r)) is not None],
         Metric.E2E: [r.e2e_s for r in ok],
     }
@@ -128,12 +138,19 @@ def slo_report(
     latency: Latency,
     counts: RequestCounts,
     window_s: float,
+    gaps: GapTable | None = None,
 ) -> SLOReport:
+    """Goodput and the verdicts (``gaps``: the ``ok`` records' gaps, one row per record;
+    default: each record's ``itl_s``)."""
+    if gaps is None or not any(o.metric is Metric.ITL for o in objectives):
+        itls: Sequence[Sequence[float]] = [r.itl_s for r in ok] if gaps is None else [()] * len(ok)
+    else:
+        itls = [gaps.row(i) for i in range(len(ok))]
     good = sum(
         1
-        for r in ok
+        for r, itl in zip(ok, itls)
         if request_meets(
-            objectives, ttft=r.ttft_s, tpot=request_tpot(r), e2e=r.e2e_s, itl=r.itl_s, output_tokens=r.output_tokens
+            objectives, ttft=r.ttft_s, tpot=request_tpot(r), e2e=r.e2e_s, itl=itl, output_tokens=r.output_tokens
         )
     )
     if not objectives:  # goodput is only defined against objectives
@@ -183,17 +200,27 @@ def build_stage(
     max_error_rate: float | None = None,
     duration_s: float | None = None,
     max_requests: int | None = None,
+    gaps: GapTable | None = None,
 ) -> StageSummary:
     """Every figure of one stage from its raw records. ``duration_s`` and ``max_requests``
-    are the stage's load limits (they decide how many arrivals were due)."""
+    are the stage's load limits (they decide how many arrivals were due). ``gaps``: the
+    records' inter-chunk gaps as one table (one row per record, in order; then their
+    ``itl_s`` is not read), else each record's ``itl_s``."""
+    gaps = GapTable.of_records(records) if gaps is None else gaps
+    if len(gaps) != len(records):
+        raise ValueError(f"{len(gaps)} gap rows for {len(records)} records")
+    start, end = window
+    ok_rows = np.fromiter((r.ok and start <= r.start_s < end for r in records), dtype=bool, count=len(records))
+    ok_gaps = gaps.select(ok_rows)
     measured, before, after = split_by_window(records, *window)
     ok = [r for r in measured if r.ok]
     failed = [r for r in measured if not r.ok]
     win = measured_window(measured, *window, timed=timed)
-    samples = latency_samples(ok)
+    samples = latency_samples(ok, ok_gaps)
     latency = latency_of(samples)
     per_s = (lambda x: x / win.duration_s) if win.duration_s > 0 else (lambda x: None)
-    out_tokens = tokens_between(records, win.start_s, win.end_s)
+    emissions = emissions_of(records, gaps)
+    out_tokens = tokens_between(records, win.start_s, win.end_s, emissions=emissions)
     in_tokens = prompt_tokens_between(records, win.start_s, win.end_s)
     completed = sum(1 for r in records if r.ok and win.start_s <= r.end_s <= win.end_s)
     throughput = Throughput(
@@ -218,7 +245,7 @@ def build_stage(
         errors=dict(sorted(Counter(r.error_kind for r in failed if r.error_kind).items())),
         error_rate=len(failed) / len(measured) if measured else None,
     )
-    slo = slo_report(objectives, ok, samples, latency, counts, win.duration_s)
+    slo = slo_report(objectives, ok, samples, latency, counts, win.duration_s, ok_gaps)
     load = plan.load if isinstance(plan.load, OpenLoad) else None
     arrivals = arrivals_of(records, load, duration_s=duration_s if timed else None, max_requests=max_requests)
     span = max((r.end_s for r in records), default=0.0)
@@ -237,7 +264,7 @@ def build_stage(
         arrivals=arrivals,
         generator=generator,
         server=stage_server(server_samples),
-        timeline=time_bins(records, bin_width(span)),
+        timeline=time_bins(records, bin_width(span), emissions=emissions),
     )
     passed, reason = stage_verdict(stage, max_error_rate=max_error_rate)
     return stage.model_copy(update={"validity": stage_validity(stage), "passed": passed, "verdict_reason": reason})

@@ -259,7 +259,7 @@ def request_meets(
     ttft: float | None,
     tpot: float | None,
     e2e: float | None,
-    itl: Sequence[float],
+    itl: Sequence[float] | np.ndarray,
     output_tokens: int | None,
 ) -> bool:
     """Whether one successful request meets every per-request objective.
@@ -273,7 +273,7 @@ def request_meets(
         if metric in SHARES:
             continue
         if metric is Metric.ITL:
-            if not itl:
+            if len(itl) == 0:
                 continue
             assert objective.stat is not None
             value = _request_stat(itl, objective.stat)
@@ -292,9 +292,9 @@ def request_meets(
     return True
 
 
-def _request_stat(values: Sequence[float], stat: Stat) -> float:
+def _request_stat(values: Sequence[float] | np.ndarray, stat: Stat) -> float:
     if stat is Stat.MAX:
-        return max(values)
+        return float(max(values) if isinstance(values, list) else np.max(values))
     if stat is Stat.MEAN:
         return mean(values)
-    return percentile(sorted(values), float(stat.value[1:]))
+    return percentile(np.sort(np.asarray(values, dtype=float)), float(stat.value[1:]))

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from loadtest.analysis.exact_sums import exact_sum
+
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0
 MAX_MEAN_BOOTSTRAP = 20_000
@@ -37,11 +39,28 @@ def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
     return float(np.percentile(values, q, method="linear"))
 
 
-def mean(values: Sequence[float]) -> float:
+def percentiles(values: np.ndarray, qs: Sequence[float], *, overwrite: bool = False) -> list[float]:
+    """:func:`percentile` of each of ``qs`` (the same floats, one pass over the values;
+    ``overwrite``: the values may be reordered, saving a copy)."""
+    if len(values) == 0:
+        raise ValueError("percentile of no values")
+    return np.percentile(values, list(qs), method="linear", overwrite_input=overwrite).tolist()
+
+
+def mean(values: Sequence[float] | np.ndarray) -> float:
     """Arithmetic mean with compensated summation (matches numpy to rounding)."""
-    if not values:
+    if len(values) == 0:
         raise ValueError("mean of no values")
+    if isinstance(values, np.ndarray):  # fsum's float, without a Python float per value
+        return exact_sum(values) / len(values)
     return math.fsum(values) / len(values)
+
+
+def _sorted(data: np.ndarray) -> np.ndarray:
+    """``data`` sorted (itself when it already is: a distribution's samples are sorted once)."""
+    if len(data) > 1 and not (data[1:] >= data[:-1]).all():
+        return np.sort(data)
+    return data
 
 
 def bootstrap(
@@ -66,7 +85,7 @@ def bootstrap(
             size = min(batch, resamples - first)
             out[first : first + size] = data[rng.integers(0, n, size=(size, n))].mean(axis=1)
         return out
-    data = np.sort(data)
+    data = _sorted(data)
     q = {"min": 0.0, "max": 100.0}.get(stat)
     q = float(stat[1:]) if q is None else q
     position = (n - 1) * q / 100.0
@@ -120,7 +139,10 @@ class Distribution(BaseModel):
     def of(cls, values: Iterable[float], *, intervals: bool = False) -> Distribution:
         """The distribution of ``values`` (NaN values are not allowed), with the 95%
         bootstrap intervals of :data:`INTERVAL_STATS` when ``intervals``."""
-        array = np.sort(np.fromiter(values, dtype=float))
+        if isinstance(values, np.ndarray):
+            array = np.sort(values.astype(float, copy=False))
+        else:
+            array = np.sort(np.fromiter(values, dtype=float))
         if not len(array):
             return cls()
         if np.isnan(array[-1]):  # NaN sorts last
@@ -130,18 +152,9 @@ class Distribution(BaseModel):
             for name in INTERVAL_STATS:
                 if (resampled := bootstrap(array, name)) is not None:
                     cis[name] = interval(resampled)
-        data = array.tolist()
-        return cls(
-            count=len(data),
-            mean=mean(data),
-            min=data[0],
-            p50=percentile(array, 50.0),
-            p90=percentile(array, 90.0),
-            p95=percentile(array, 95.0),
-            p99=percentile(array, 99.0),
-            max=data[-1],
-            ci95=cis,
-        )
+        count, average, low, high = len(array), mean(array), float(array[0]), float(array[-1])
+        p50, p90, p95, p99 = percentiles(array, (50.0, 90.0, 95.0, 99.0), overwrite=True)  # array is ours, used up
+        return cls(count=count, mean=average, min=low, p50=p50, p90=p90, p95=p95, p99=p99, max=high, ci95=cis)
 
     def stat(self, name: str) -> float | None:
         """One statistic by name: ``p50``, ``p90``, ``p95``, ``p99``, ``mean``, ``min``, ``max``."""

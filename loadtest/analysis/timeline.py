@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from itertools import accumulate, chain
+from dataclasses import dataclass
 
 import numpy as np
 
+from loadtest.analysis.exact_sums import exact_products
+from loadtest.analysis.gaps import GapTable, segment_cumsum, segment_cumsum_blocks
 from loadtest.analysis.records import RequestRecord
 from loadtest.analysis.stats import percentile
 from loadtest.analysis.summary import TimeBin
@@ -40,25 +42,69 @@ def token_emissions(record: RequestRecord) -> Iterator[tuple[float, float]]:
         yield t, weight
 
 
-def emission_arrays(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
-    """Every emission of ``records`` as two arrays, times and tokens, in the order of
-    :func:`token_emissions` record after record (the times summed gap by gap as
-    :func:`chunk_times` does, so they are the same floats)."""
-    counted = [r for r in records if r.ok and r.output_tokens]
-    lengths = np.fromiter((1 if r.ttft_s is None else 1 + len(r.itl_s) for r in counted), dtype=np.int64,
-                          count=len(counted))
-    chunks = (accumulate([r.end_s] if r.ttft_s is None else [r.start_s + r.ttft_s, *r.itl_s]) for r in counted)
-    times = np.fromiter(chain.from_iterable(chunks), dtype=float, count=int(lengths.sum()))
-    weights = np.fromiter((r.output_tokens / n for r, n in zip(counted, lengths.tolist())), dtype=float,
-                          count=len(counted))
-    return times, np.repeat(weights, lengths)
+@dataclass(frozen=True)
+class Emissions:
+    """Every emission of some records (those with output tokens), record after record:
+    each record's first chunk time, its gaps, its chunk count and tokens per chunk. The
+    chunk times come a block of records at a time (:meth:`blocks`: a simulated hour
+    holds tens of millions)."""
+
+    firsts: np.ndarray
+    gaps: GapTable
+    counts: np.ndarray
+    weights: np.ndarray
+
+    def blocks(self) -> Iterator[tuple[slice, np.ndarray]]:
+        """``(records, their chunk times)``, a block of records at a time, in order."""
+        return segment_cumsum_blocks(self.firsts, self.gaps)
+
+    @property
+    def times(self) -> np.ndarray:
+        """Every chunk's time."""
+        return segment_cumsum(self.firsts, self.gaps)
+
+    @property
+    def chunk_weights(self) -> np.ndarray:
+        """Every chunk's tokens (its record's weight)."""
+        return np.repeat(self.weights, self.counts)
 
 
-def tokens_between(records: Sequence[RequestRecord], start: float, end: float) -> float:
-    """Output tokens streamed within ``[start, end]``."""
-    times, weights = emission_arrays(records)
-    inside = (times >= start - EPSILON_S) & (times <= end + EPSILON_S)
-    return math.fsum(weights[inside].tolist())
+def emissions_of(records: Sequence[RequestRecord], gaps: GapTable | None = None) -> Emissions:
+    """The :class:`Emissions` of ``records`` in the order of :func:`token_emissions`
+    record after record (the times summed gap by gap as :func:`chunk_times` does, so they
+    are the same floats). ``gaps``: the records' gaps (:class:`GapTable`, one row per
+    record; default: each record's ``itl_s``)."""
+    mask = np.fromiter((r.ok and bool(r.output_tokens) for r in records), dtype=bool, count=len(records))
+    counted = [r for r, keep in zip(records, mask.tolist()) if keep]
+    table = GapTable.of_records(counted) if gaps is None else gaps.select(mask)
+    n = len(counted)
+    streamed = np.fromiter((r.ttft_s is not None for r in counted), dtype=bool, count=n)
+    firsts = np.fromiter((r.end_s if r.ttft_s is None else r.start_s + r.ttft_s for r in counted), dtype=float,
+                         count=n)
+    table = table.blank(~streamed)
+    counts = table.lengths + 1
+    weights = np.fromiter((r.output_tokens for r in counted), dtype=float, count=n) / counts
+    return Emissions(firsts, table, counts, weights)
+
+
+def emission_arrays(records: Sequence[RequestRecord], gaps: GapTable | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every emission of ``records`` as two arrays, times and tokens (:func:`emissions_of`)."""
+    emissions = emissions_of(records, gaps)
+    return emissions.times, emissions.chunk_weights
+
+
+def tokens_between(records: Sequence[RequestRecord], start: float, end: float, *,
+                   emissions: Emissions | None = None) -> float:
+    """Output tokens streamed within ``[start, end]`` (``emissions``: the records'
+    :func:`emissions_of`, when already computed). The sum is exactly rounded, as
+    :func:`math.fsum` over every chunk's tokens."""
+    e = emissions_of(records) if emissions is None else emissions
+    inside_counts = np.zeros(len(e.counts), dtype=np.int64)
+    for rows, times in e.blocks():
+        inside = (times >= start - EPSILON_S) & (times <= end + EPSILON_S)
+        counts = e.counts[rows]
+        inside_counts[rows] = np.add.reduceat(inside, np.cumsum(counts) - counts, dtype=np.int64)
+    return math.fsum(exact_products(e.weights, inside_counts))
 
 
 def prompt_tokens_between(records: Sequence[RequestRecord], start: float, end: float) -> float:
@@ -83,15 +129,17 @@ def bin_width(span_s: float, max_bins: int = 120) -> float:
     return width
 
 
-def time_bins(records: Sequence[RequestRecord], width_s: float) -> tuple[TimeBin, ...]:
-    """Per-bin counts, streamed output tokens/s and p95 TTFT/E2E of completions."""
+def time_bins(records: Sequence[RequestRecord], width_s: float, *,
+              emissions: Emissions | None = None) -> tuple[TimeBin, ...]:
+    """Per-bin counts, streamed output tokens/s and p95 TTFT/E2E of completions
+    (``emissions``: the records' :func:`emissions_of`, when already computed)."""
     if not records:
         return ()
     span = max(r.end_s for r in records)
     count = max(1, math.ceil(span / width_s))
 
-    def index(t: np.ndarray) -> np.ndarray:
-        return np.clip(np.floor_divide(t, width_s), 0, count - 1).astype(np.int64)
+    def index(t: np.ndarray) -> np.ndarray:  # clipped as integers: a float clip costs ten times more
+        return np.clip(np.floor_divide(t, width_s).astype(np.int64), 0, count - 1)
 
     def per_bin(bins: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         return np.bincount(bins, weights=weights, minlength=count)
@@ -111,8 +159,10 @@ def time_bins(records: Sequence[RequestRecord], width_s: float) -> tuple[TimeBin
     streamed = ~np.isnan(ttft)
     ttft_p95, e2e_p95 = p95s(done_bin[streamed], ttft[streamed]), p95s(done_bin, e2e)
     completed, failed = per_bin(done_bin), per_bin(end_bin[~ok])
-    times, weights = emission_arrays(records)
-    tokens = per_bin(index(times), weights)
+    e = emissions_of(records) if emissions is None else emissions
+    tokens = np.zeros(count)
+    for rows, times in e.blocks():  # added chunk by chunk in order, as one bincount would
+        np.add.at(tokens, index(times), np.repeat(e.weights[rows], e.counts[rows]))
     return tuple(
         TimeBin(
             t=i * width_s,

@@ -107,14 +107,14 @@ def stage_load(config: LoadTestConfig, stage: StagePlan) -> tuple[int, float, np
     its whole arrival schedule."""
     load = stage.load
     if isinstance(load, OpenLoad):
-        arrivals = schedule(
+        arrivals = load.follow_curve(schedule(
             start_rate=load.start_rate,
             end_rate=load.end_rate,
             burstiness=load.burstiness,
             seed=config.seed + 1000 * stage.index,
             duration_s=config.duration_s,
             count=config.max_requests,
-        )
+        ), config.duration_s)
         return load.max_concurrency, FAST_SPAWN_RATE, arrivals
     assert isinstance(load, ClosedLoad)
     spawn_rate = load.users / load.ramp_up_s if load.ramp_up_s > 0 else FAST_SPAWN_RATE

@@ -13,15 +13,17 @@ from loadtest.profiles.base import (
     StageOutcome,
     StagePlan,
 )
+from loadtest.profiles.curves import DailyCycle, RateTrace
 from loadtest.profiles.rate_search import RateSweep
 from loadtest.profiles.simple import ConstantRate, FixedConcurrency, LinearRamp, Poisson
 from loadtest.registry import Registry
 from loadtest.specs import build_from_spec
 
-PROFILE_CLASSES = (FixedConcurrency, ConstantRate, Poisson, LinearRamp, RateSweep)
+PROFILE_CLASSES = (FixedConcurrency, ConstantRate, Poisson, LinearRamp, DailyCycle, RateTrace, RateSweep)
 
 ProfileConfig = Annotated[
-    Union[FixedConcurrency, ConstantRate, Poisson, LinearRamp, RateSweep], Field(discriminator="kind")
+    Union[FixedConcurrency, ConstantRate, Poisson, LinearRamp, DailyCycle, RateTrace, RateSweep],
+    Field(discriminator="kind"),
 ]
 """Any registered profile (a discriminated union on ``kind``)."""
 
@@ -39,6 +41,7 @@ def parse_profile(spec: str) -> ProfileConfig:
 __all__ = [
     "ClosedLoad",
     "ConstantRate",
+    "DailyCycle",
     "FixedConcurrency",
     "LinearRamp",
     "LoadProfile",
@@ -46,6 +49,7 @@ __all__ = [
     "Poisson",
     "ProfileConfig",
     "RateSweep",
+    "RateTrace",
     "StageOutcome",
     "StagePlan",
     "parse_profile",

@@ -12,7 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, ClassVar, Literal, Protocol, Union, runtime_checkable
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from loadtest.errors import ConfigError
+from loadtest.profiles.rate_curve import MEAN_TOLERANCE, Knots, check_knots, follow_curve, mean_rate
 
 
 class ClosedLoad(BaseModel):
@@ -30,7 +34,10 @@ class OpenLoad(BaseModel):
     stage; ``burstiness`` as in vLLM (``None``: evenly spaced). At most
     ``max_concurrency`` sessions are in flight (the client's cap, ``max_concurrency=N``
     in a profile spec); an arrival finding every slot busy leaves late, is counted as a
-    slot wait and makes the stage's measurement invalid."""
+    slot wait and makes the stage's measurement invalid. ``rate_curve`` (knots of
+    :mod:`loadtest.profiles.rate_curve`) makes the rate follow a curve over the stage;
+    ``start_rate`` and ``end_rate`` are then its mean, so the stage's arrival count is
+    ``mean x duration`` as for a constant rate (:meth:`follow_curve` moves the schedule)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -39,10 +46,30 @@ class OpenLoad(BaseModel):
     end_rate: float = Field(gt=0.0)
     burstiness: float | None = Field(1.0, gt=0.0)
     max_concurrency: int = Field(256, ge=1)
+    rate_curve: Knots | None = None
+
+    @model_validator(mode="after")
+    def _curve(self) -> OpenLoad:
+        if self.rate_curve is None:
+            return self
+        check_knots(self.rate_curve)
+        mean = mean_rate(self.rate_curve)
+        if self.start_rate != self.end_rate or abs(self.start_rate - mean) > MEAN_TOLERANCE * mean:
+            raise ValueError(f"with a rate curve, start_rate and end_rate must be its mean ({mean:g} req/s)")
+        return self
 
     @property
     def is_ramp(self) -> bool:
-        return self.start_rate != self.end_rate
+        """Whether the rate varies within the stage."""
+        return self.start_rate != self.end_rate or self.rate_curve is not None
+
+    def follow_curve(self, times: np.ndarray, duration_s: float | None) -> np.ndarray:
+        """A schedule built at ``start_rate``/``end_rate`` moved onto the rate curve (as is without one)."""
+        if self.rate_curve is None:
+            return times
+        if duration_s is None:
+            raise ConfigError("a rate curve needs a duration")
+        return follow_curve(times, self.rate_curve, duration_s)
 
 
 Load = Annotated[Union[ClosedLoad, OpenLoad], Field(discriminator="kind")]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -98,6 +99,15 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
     return model.model_validate(data)
 
 
+def _ending_with(on_shutdown: Callable[[], Awaitable[None]]):
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await on_shutdown()
+
+    return lifespan
+
+
 def build_http_app(
     service: GatewayService,
     *,
@@ -107,14 +117,20 @@ def build_http_app(
     keys: KeyRing | None = None,
     metrics_public: bool = False,
     echo_request_id: bool = True,
+    metrics_text: Callable[[], Awaitable[bytes]] | None = None,
+    on_shutdown: Callable[[], Awaitable[None]] | None = None,
 ) -> FastAPI:
     """The gateway's routes over ``service``; ``status`` feeds ``GET /status``.
 
     ``keys`` None: no authentication at all (every request is ``anonymous``).
     ``echo_request_id`` False behind Ray Serve's proxy, which returns ``X-Request-Id``
-    itself (a second copy would make the header a list).
+    itself (a second copy would make the header a list). ``metrics_text`` renders
+    ``GET /metrics`` (default: ``registry`` as it is; several gateway replicas render
+    them all: :mod:`serving.gateway.metrics_sharing`). ``on_shutdown`` runs when the
+    app's ASGI lifespan ends (Serve ends it when it stops the replica).
     """
-    app = FastAPI(title="serveout gateway", version="1")
+    app = FastAPI(title="serveout gateway", version="1",
+                  lifespan=_ending_with(on_shutdown) if on_shutdown is not None else None)
     service.metrics.declare_keys(keys.names if keys else (ANONYMOUS,))
 
     def refused(reason: str, request_id: str | None) -> None:
@@ -191,7 +207,8 @@ def build_http_app(
 
     @app.get("/metrics")
     async def metrics():
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        text = await metrics_text() if metrics_text is not None else generate_latest(registry)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     @app.exception_handler(RequestError)
     async def on_request_error(_: Request, exc: RequestError):

@@ -3,7 +3,8 @@ and :func:`drain_gateway`, which the process owning the app calls before it stop
 
 There may be several gateway replicas (``gateway.replicas``, or autoscaled on their
 own in-flight requests); each admits its share of the app's limits, updated from
-Serve's count of running gateway replicas (:mod:`serving.gateway.admission`)."""
+Serve's count of running gateway replicas (:mod:`serving.gateway.admission`), and each
+one's ``/metrics`` shows every replica's series (:mod:`serving.gateway.metrics_sharing`)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from serving.config.stack import StackConfig
 from serving.gateway.admission import AdmissionController
 from serving.gateway.api_keys import KeyRing, read_keys_file
 from serving.gateway.engine_client import EngineClient, ServeHandleEngineClient
-from serving.gateway.key_limits import KeyRateLimiter
 from serving.gateway.http_app import build_http_app
+from serving.gateway.key_limits import KeyRateLimiter
 from serving.gateway.metrics import GatewayMetrics
+from serving.gateway.metrics_sharing import FleetMetrics, RayBoardChannel, shared_views
 from serving.gateway.replica_status import ReplicaCounts, ServeReplicaWatcher, counts_from_states
 from serving.gateway.service import GatewayService, ServedModel
 from serving.gateway.tokenization import PromptTokenizer
@@ -70,6 +72,11 @@ class GatewayCore:
             config.app_name, engine_deployment, gateway=context.deployment, on_update=self._publish_replicas
         )
         self._watcher.start()
+        self._fleet = None  # one gateway replica at most: /metrics is its registry as it is
+        if gateway_replicas_at_most(config) > 1:
+            self._fleet = FleetMetrics(self._registry, self.replica_id, RayBoardChannel(config.app_name),
+                                       shared=shared_views(gateway.in_engine))
+            self._fleet.start()
         served = ServedModel(
             name=model,
             max_model_len=config.model.max_model_len,
@@ -96,6 +103,8 @@ class GatewayCore:
             keys=self._keys,
             metrics_public=self._config.gateway.metrics_public,
             echo_request_id=False,  # Serve's proxy returns the id it passed us
+            metrics_text=self._fleet.render if self._fleet else None,
+            on_shutdown=self._fleet.close if self._fleet else None,
         )
 
     async def drain(self, timeout_s: float | None = None) -> dict:
@@ -146,6 +155,11 @@ def gateway_replicas_at_start(config: StackConfig) -> int:
         return max(1, scaling.min_replicas if scaling.enabled else config.replicas.num_replicas)
     gateway = config.gateway
     return gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
+
+
+def gateway_replicas_at_most(config: StackConfig) -> int:
+    """The most gateway replicas the app can run at once (in-engine: its engine replicas)."""
+    return config.max_replica_count if config.gateway.in_engine else config.gateway.max_replica_count
 
 
 @serve.ingress()

@@ -23,7 +23,9 @@ is a key's name from the keys file, or ``anonymous`` when no keys are configured
 bounded set, never the key itself nor client input.
 
 The request router adds per-replica engine and routing metrics (see
-:mod:`serving.routing.metrics`).
+:mod:`serving.routing.metrics`). When the app can run several gateway replicas, every
+series but the shared views also carries ``gateway_replica`` (see
+:mod:`serving.gateway.metrics_sharing`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from serving.gateway.api_keys import ANONYMOUS
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
                    1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0)
 TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+REPLICAS_FAMILY = "serveout_replicas"
 
 
 class GatewayMetrics:
@@ -70,7 +73,7 @@ class GatewayMetrics:
             "serveout_retries", "Requests retried on another replica after theirs died, by cause.",
             ["model", "reason"], registry=registry)
         self.replicas = Gauge(
-            "serveout_replicas", "Engine replicas by state.", ["model", "state"], registry=registry)
+            REPLICAS_FAMILY, "Engine replicas by state.", ["model", "state"], registry=registry)
         self.key_requests = Counter(
             "serveout_key_requests", "Requests answered per API key name, by HTTP status.",
             ["key", "status"], registry=registry)

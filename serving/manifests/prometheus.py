@@ -4,10 +4,12 @@ What is scraped:
 
 * the gateway's ``/metrics`` on the Serve HTTP port: every ``serveout_*`` series,
   including the per-replica engine stats and routing counters the request router
-  publishes there. The gateway runs as one Serve replica reached through any Serve
-  proxy, so it is scraped once, through one address: the gateway Service (plain
-  config) or the head pod's ``serve`` port (operator; Serve keeps a proxy on the
-  head). Scraping every proxy would count each series once per node.
+  publishes there. Any gateway replica, reached through any Serve proxy, answers
+  for all of them (each replica's series labelled ``gateway_replica``:
+  :mod:`serving.gateway.metrics_sharing`), so it is scraped once, through one
+  address: the gateway Service (plain config) or the head pod's ``serve`` port
+  (operator; Serve keeps a proxy on the head). Scraping every proxy would count
+  each series once per node.
 * Ray's metrics export port (8080, ``metrics``) on every Ray pod: Ray's node,
   actor and Serve metrics (``ray_*``). vLLM's own ``vllm:*`` metrics are not
   exported by this stack (they stay in each replica's process registry); the

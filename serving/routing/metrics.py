@@ -89,6 +89,10 @@ _ENGINE_FAMILIES = (
                   "Tokens the engine generated."),
 )
 
+ENGINE_VIEW_FAMILIES = frozenset(spec.name for spec in _ENGINE_FAMILIES) | {QUEUE_DEPTH}
+"""The families describing the engine replicas themselves (their polled stats and the
+queue depth): every router of a deployment shows the same ones."""
+
 
 @dataclass(frozen=True)
 class RouterMetricsSnapshot:

@@ -20,7 +20,12 @@ def samples(url: str, name: str) -> dict[tuple, float]:
 
 
 def by_label(url: str, name: str, label: str) -> dict[str, float]:
-    return {dict(k)[label]: v for k, v in samples(url, name).items()}
+    """``{value of label: sum of the samples carrying it}`` (summed over the other labels,
+    such as ``gateway_replica`` with several gateway replicas)."""
+    out: dict[str, float] = {}
+    for key, value in samples(url, name).items():
+        out[dict(key)[label]] = out.get(dict(key)[label], 0.0) + value
+    return out
 
 
 def wait_until(predicate, *, timeout_s: float, period_s: float = 0.5):

@@ -21,3 +21,6 @@ class FakeStepModel:
     def decode_times(self, num_seqs: int, contexts: np.ndarray) -> np.ndarray:
         self.decode_spans.append(num_seqs)
         return np.full(len(contexts), 0.01 + 0.001 * num_seqs)
+
+    def decode_time(self, num_seqs: int, context: int) -> float:
+        return 0.01 + 0.001 * num_seqs

@@ -25,7 +25,7 @@ def test_simulate_writes_the_load_testers_summary_labelled_simulated(tmp_path):
     assert summary.warnings[0].startswith("SIMULATED")
     assert summary.headline.requests.ok == 20 and summary.passed is True
     info = json.loads((tmp_path / "simulation.json").read_text())
-    assert info["simulated"] and info["hardware"] == "cpu" and "efficiency.memory" in info["assumed_constants"]
+    assert info["simulated"] and info["hardware"] == "cpu" and "efficiency.network" in info["assumed_constants"]
     assert "simulated" in (tmp_path / "report.md").read_text().splitlines()[0]
 
 

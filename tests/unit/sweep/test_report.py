@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+from PIL import Image
+from pydantic import ValidationError
+
 from serving.config.model_spec import AcceleratorKind
-from sweep.report import ReportStatus, build_report
+from sweep.loop import run_sweep
+from sweep.report import ReportStatus, SweepReport, build_report
 from sweep.report_markdown import render_markdown
 from sweep.report_plots import write_plots
 from sweep.results import MeasuredResult, RunRecord, Trial
+from sweep.results_folder import ResultsFolder
 from sweep.search import CapacitySearch
 from sweep.space import SearchSpace
+from sweep.spec import as_simulated
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, fixed_clock, make_spec
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def searched_report(**world):
-    spec = make_spec(rate=3.0, tp=(1, 2), accelerator=AcceleratorKind.CPU, nodes=1, per_node=2, replicas_max=2,
+def small_spec():
+    return make_spec(rate=3.0, tp=(1, 2), accelerator=AcceleratorKind.CPU, nodes=1, per_node=2, replicas_max=2,
                      extra_rate_factors=(1.5,))
+
+
+def searched_report(simulated: bool = False, **world):
+    spec = as_simulated(small_spec()) if simulated else small_spec()
     space = SearchSpace(spec, PRICES)
     fake = FakeClusterMeasurer(slo=spec.slo, **world)
     history: list[RunRecord] = []
@@ -104,3 +116,55 @@ def test_scaling_section_reports_replica_and_tensor_parallel_efficiency():
     ]
     assert ("| `tp2-r1-seqsdef-mbtdef` | `tp1-r1-seqsdef-mbtdef` | 2 vs 1 | 3 vs 1.5 | 2.00x | 2x | "
             "1.00 (0.50 to ?) |") in text
+
+
+def png_title(path: Path) -> str:
+    """The ``Title`` text chunk of a PNG written by the plots."""
+    with Image.open(path) as image:
+        return image.text["Title"]
+
+
+def test_a_simulated_report_says_so_in_its_title_and_under_it():
+    report = searched_report(simulated=True, per_replica_rps={1: 2.0, 2: 2.5})
+    assert report.simulated
+    title, blank, caveat, *_ = render_markdown(report).splitlines()
+    assert (title, blank) == ("# SIMULATED sweep `test` (complete)", "")
+    assert caveat.startswith("> **SIMULATED, not measured: every figure comes from the simulator (hardware "
+                             "profile 'cpu'")
+    measured = searched_report(per_replica_rps={1: 2.0, 2: 2.5})
+    assert not measured.simulated and "SIMULATED" not in render_markdown(measured)
+
+
+def test_the_plots_of_a_simulated_report_are_titled_simulated(tmp_path: Path):
+    simulated = searched_report(simulated=True, per_replica_rps={1: 2.0, 2: 2.5})
+    titles = {p.name: png_title(p) for p in write_plots(simulated, tmp_path / "sim")}
+    assert titles == {"cost_vs_latency.png": "SIMULATED: test: cost vs latency (filled = meets the SLO)",
+                      "scaling.png": "SIMULATED: test: capacity and scaling",
+                      "p95_vs_rate.png": "SIMULATED: test: p95 vs offered rate"}
+    measured = searched_report(per_replica_rps={1: 2.0, 2: 2.5})
+    assert [png_title(p) for p in write_plots(measured, tmp_path / "real")] == [
+        "test: cost vs latency (filled = meets the SLO)", "test: capacity and scaling", "test: p95 vs offered rate"]
+
+
+def test_the_simulated_flag_follows_the_spec_and_cannot_contradict_it():
+    simulated = searched_report(simulated=True, per_replica_rps={1: 2.0, 2: 2.5})
+    raw = json.loads(simulated.model_dump_json())
+    assert raw["simulated"] is True and SweepReport.model_validate(raw) == simulated
+    del raw["simulated"]  # a report written before the field existed: its spec says
+    assert SweepReport.model_validate(raw).simulated
+    with pytest.raises(ValidationError, match="contradicts the spec, which is simulated"):
+        SweepReport.model_validate({**raw, "simulated": False})
+    measured = json.loads(searched_report(per_replica_rps={1: 2.0, 2: 2.5}).model_dump_json())
+    with pytest.raises(ValidationError, match="contradicts the spec, which is measured"):
+        SweepReport.model_validate({**measured, "simulated": True})
+
+
+def test_the_loop_writes_a_simulated_sweep_as_simulated(tmp_path: Path):
+    spec = as_simulated(small_spec())
+    report = run_sweep(spec, PRICES, FakeClusterMeasurer(slo=spec.slo, per_replica_rps={1: 2.0, 2: 2.5}),
+                       ResultsFolder(tmp_path), clock=fixed_clock)
+    assert report.simulated and ResultsFolder(tmp_path).read_report().simulated
+    assert report.warnings[0].startswith("SIMULATED, not measured")
+    assert (tmp_path / "report.md").read_text().startswith("# SIMULATED sweep `test` (complete)\n\n> **SIMULATED")
+    assert all(png_title(p).startswith("SIMULATED: test: ") for p in (tmp_path / "plots").glob("*.png"))
+    assert len(list((tmp_path / "plots").glob("*.png"))) == 3

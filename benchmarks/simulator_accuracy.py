@@ -1,0 +1,308 @@
+"""How close the simulator comes to real runs it was not fitted to (issue 11, part 3).
+
+Everything is measured and fitted on THIS machine, in one run (figures from one
+machine are never targets on another):
+
+1. **Step times** (fit): ``benchmarks.step_time --quick`` drives one in-process vLLM
+   engine through a grid of batches; ``simulator.calibration.fit_profile`` fits the
+   ``cpu`` profile's efficiencies to them (``--step-times FILE`` reuses a file).
+2. **In the stack** (fit): one ``loadtest run`` at one user against the real stack
+   fits the profile's in-stack constants (:func:`fitted_stack_profile`): the jitter
+   and the slowdown of engine steps that share this machine's cores with the serving
+   path and the load generator.
+3. **Validation**: real stack runs neither fit saw (other rates, prompt and output
+   lengths, a closed loop, 2 replicas, other routing policies), each also simulated
+   with the same :class:`~loadtest.config.LoadTestConfig` and the fitted profile.
+
+Prints predicted against measured TTFT p50/p95, TPOT p50/p95 and output tok/s with
+the error of each, writes ``results/simulator_accuracy.json`` and the fitted profile
+``results/cpu-fitted.yaml``. Figures, never assertions. As root the script re-runs
+itself in a loopback-only network namespace. About 15 minutes on 2 cores.
+
+    .venv/bin/python -m benchmarks.simulator_accuracy [--step-times FILE] [--cases NAME,...]
+        [--duration 60] [--warmup 10] [--measured results/simulator_accuracy.json]
+
+``--measured`` predicts again the real runs of an earlier results file (a change to
+the simulator or the fit, checked without measuring).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from loadtest.analysis.summary import StageSummary
+from loadtest.cli import build_parser, config_from_args
+from loadtest.config import LoadTestConfig
+from loadtest.run.orchestrator import RunOptions, run_load_test
+from serving.config.loading import build_stack_config
+from serving.config.model_spec import ModelCatalog
+from serving.config.stack import RoutingSpec
+from serving.local_cluster import ClusterOptions, LocalCluster
+from serving.model_store import ModelStore
+from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
+from serving.routing import parse_policy_name
+from simulator.calibration import fit_profile, load_step_times, write_profile
+from simulator.config import SimulationConfig
+from simulator.hardware import Figure, HardwareProfile, load_hardware
+from simulator.simulate import simulate
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "smollm2-135m-instruct"
+RESULTS = REPO / "results"
+FIT_ROUNDS = 3  # the two slowdowns barely interact: three rounds settle them
+LOGNORMAL_P95_Z = 1.645  # a lognormal's p95 / p50 is exp(1.645 sigma)
+console = Console() if sys.stdout.isatty() else Console(width=170)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One load test on one deployment; ``fit``: the serving-path fit run."""
+
+    name: str
+    profile: str
+    workload: str
+    replicas: int = 1
+    routing: str = "least-loaded"
+    fit: bool = False
+
+    @property
+    def deployment(self) -> tuple[int, str]:
+        return self.replicas, self.routing
+
+
+RANDOM = "random:input_len={},output_len={}"
+CASES = (  # loads this 2-core box carries without a growing queue (it prefills ~300-500 tok/s)
+    Case("fit: 1 user", "concurrency:users=1", RANDOM.format(128, 64), fit=True),
+    Case("2 users", "concurrency:users=2", RANDOM.format(128, 64)),
+    Case("poisson 0.5 rps", "poisson:rate=0.5", RANDOM.format(128, 64)),
+    Case("poisson 1 rps, short prompts, long answers", "poisson:rate=1", RANDOM.format(32, 128)),
+    Case("4 users, long prompts", "concurrency:users=4", RANDOM.format(512, 32)),
+    Case("2 replicas, least-loaded", "poisson:rate=0.8", RANDOM.format(128, 64), replicas=2),
+    Case("2 replicas, round-robin", "poisson:rate=0.8", RANDOM.format(128, 64), replicas=2, routing="round-robin"),
+    Case("2 replicas, prefix-affinity, shared prefixes", "poisson:rate=0.8",
+         "shared-prefix:num_prefixes=4,prefix_len=256,question_len=32,output_len=64",
+         replicas=2, routing="prefix-affinity"),
+)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The compared figures of one stage (seconds, tokens/s)."""
+
+    ttft_p50: float | None
+    ttft_p95: float | None
+    tpot_p50: float | None
+    tpot_p95: float | None
+    output_tok_s: float | None
+    ok: int
+
+    @classmethod
+    def of(cls, stage: StageSummary) -> Figures:
+        lat = stage.latency
+        return cls(lat.ttft.p50, lat.ttft.p95, lat.tpot.p50, lat.tpot.p95,
+                   stage.throughput.output_tokens_per_s, stage.requests.ok)
+
+
+COMPARED = (("TTFT p50", "ttft_p50", 1e3), ("TTFT p95", "ttft_p95", 1e3), ("TPOT p50", "tpot_p50", 1e3),
+            ("TPOT p95", "tpot_p95", 1e3), ("tok/s", "output_tok_s", 1.0))
+
+
+def error_pct(predicted: float | None, measured: float | None) -> float | None:
+    if predicted is None or not measured:
+        return None
+    return (predicted - measured) / measured * 100.0
+
+
+# --- fitting -------------------------------------------------------------------------------------------
+
+
+def step_times_file(given: Path | None) -> Path:
+    """The step-time file: ``given``, or a fresh quick grid measured now (a child process:
+    vLLM's in-process engine and Ray do not share a process)."""
+    if given is not None:
+        return given
+    out = RESULTS / "step_times-cpu-accuracy.json"
+    console.print("[bold]1/3[/] step times of one in-process vLLM engine (benchmarks.step_time --quick)")
+    subprocess.run([sys.executable, "-m", "benchmarks.step_time", "--quick", "--out", str(out)], check=True,
+                   cwd=REPO)
+    return out
+
+
+def fitted_step_profile(path: Path, catalog: ModelCatalog) -> HardwareProfile:
+    times = load_step_times(path)
+    fit = fit_profile(times, load_hardware("cpu"), catalog.get(times.model).architecture, file_name=path.name)
+    console.print(f"step-time fit: MAPE {fit.mape:.1f}% over {len(fit.step_s)} steps; " + ", ".join(
+        f"{name} {figure.value:.4g}" for name, figure in fit.profile.efficiency))
+    return fit.profile
+
+
+def fitted_stack_profile(profile: HardwareProfile, case: Case, config: LoadTestConfig, real: Figures,
+                         path: Path) -> HardwareProfile:
+    """``profile`` with its in-stack constants fitted to the fit run ``real`` (one user:
+    each TTFT is one prefill step, compute-bound; each TPOT a mean over decode steps,
+    mostly fixed costs): the step noise (a lognormal's sigma from its TTFT p95 / p50),
+    then alternately the fixed-cost slowdown (its TPOT p50 over the simulator's) and the
+    compute slowdown (its TTFT p50 over the simulator's). Written to ``path``."""
+    source = (f"fitted: benchmarks.simulator_accuracy, `loadtest run --profile {case.profile} --workload "
+              f"{case.workload}` against the real stack")
+    noise = math.log((real.ttft_p95 or 1.0) / (real.ttft_p50 or 1.0)) / LOGNORMAL_P95_Z
+    fixed = compute = 1.0
+
+    def with_factors() -> HardwareProfile:
+        return profile.model_copy(update={
+            "serving_path_ms": None,
+            "in_stack_noise": Figure(value=max(noise, 0.0), source=f"{source}: ln(TTFT p95 / p50) / {LOGNORMAL_P95_Z}"),
+            "in_stack_slowdown": Figure(value=fixed, source=f"{source}: its TPOT p50 over the simulator's"),
+            "in_stack_compute_slowdown": Figure(value=compute, source=f"{source}: its TTFT p50 over the simulator's")})
+
+    for _ in range(FIT_ROUNDS):
+        write_profile(with_factors(), path)
+        fixed *= (real.tpot_p50 or 0.0) / (simulated(case, config, path).tpot_p50 or 1.0)
+        write_profile(with_factors(), path)
+        compute *= (real.ttft_p50 or 0.0) / (simulated(case, config, path).ttft_p50 or 1.0)
+    fitted = with_factors()
+    write_profile(fitted, path)
+    console.print(f"in-stack fit: step noise sigma {noise:.3f}, fixed costs x{fixed:.2f}, compute x{compute:.2f}")
+    return fitted
+
+
+# --- one case ----------------------------------------------------------------------------------------
+
+
+def loadtest_config(case: Case, url: str, model_path: Path, duration_s: float, warmup_s: float) -> LoadTestConfig:
+    args = build_parser().parse_args([
+        "run", "--target", url, "--model", MODEL, "--profile", case.profile, "--workload", case.workload,
+        "--duration", f"{duration_s + warmup_s:g}s", "--warmup", f"{warmup_s:g}s", "--tokenizer", str(model_path)])
+    return config_from_args(args)
+
+
+def simulated(case: Case, config: LoadTestConfig, profile_path: Path) -> Figures:
+    sim = SimulationConfig(hardware=str(profile_path), model=MODEL, replicas=case.replicas,
+                           routing=RoutingSpec(policy=parse_policy_name(case.routing)))
+    return Figures.of(simulate(config, sim).summary.headline)
+
+
+def measured(config: LoadTestConfig, out: Path) -> Figures:
+    summary = run_load_test(config, RunOptions(out_dir=out, console=Console(quiet=True)))
+    return Figures.of(summary.headline)
+
+
+# --- the report --------------------------------------------------------------------------------------
+
+
+def table(rows: list[dict]) -> Table:
+    t = Table(title="simulator vs real stack (this machine; predicted / measured, error)", title_justify="left")
+    t.add_column("case")
+    t.add_column("requests ok", justify="right")
+    for label, _, _ in COMPARED:
+        t.add_column(label, justify="right")
+    for row in rows:
+        cells = []
+        for _, key, scale in COMPARED:
+            p, m = row["predicted"][key], row["measured"][key]
+            err = error_pct(p, m)
+            cells.append("-" if p is None or m is None else
+                         f"{p * scale:.1f} / {m * scale:.1f} ({err:+.0f}%)" if err is not None else "-")
+        t.add_row(("[dim](fit)[/] " if row["fit"] else "") + row["case"],
+                  f"{row['predicted']['ok']} / {row['measured']['ok']}", *cells)
+    return t
+
+
+def mean_abs_errors(rows: list[dict]) -> dict[str, float | None]:
+    out = {}
+    for label, key, _ in COMPARED:
+        errs = [abs(e) for r in rows if not r["fit"]
+                if (e := error_pct(r["predicted"][key], r["measured"][key])) is not None]
+        out[label] = sum(errs) / len(errs) if errs else None
+    return out
+
+
+def measure_cases(cases: list[Case], args: argparse.Namespace, catalog: ModelCatalog,
+                  model_path: Path) -> dict[str, Figures]:
+    """Each case's figures on the real stack (deployments reused between consecutive
+    cases that share one)."""
+    out: dict[str, Figures] = {}
+    with LocalCluster(ClusterOptions(http_port=args.port)) as cluster:
+        deployed = url = None
+        for case in cases:
+            if case.deployment != deployed:
+                overrides = {"gateway": {"port": args.port}, "replicas": {"num_replicas": case.replicas},
+                             "routing": {"policy": case.routing}}
+                config = build_stack_config(overrides, catalog=catalog, resolve_path=ModelStore(catalog).require)
+                with console.status(f"deploying {case.replicas} replica(s), {case.routing}") as status:
+                    url = cluster.deploy(config, on_progress=lambda s: status.update(f"deploying: {s}"))
+                deployed = case.deployment
+            test = loadtest_config(case, url, model_path, args.duration, args.warmup)
+            with console.status(f"real stack: {case.name}"):
+                out[case.name] = measured(test, RESULTS / "simulator_accuracy" / case.name.replace(" ", "_"))
+            console.print(f"measured {case.name}: {out[case.name]}")
+    return out
+
+
+def previously_measured(path: Path) -> dict[str, Figures]:
+    return {row["case"]: Figures(**row["measured"]) for row in json.loads(path.read_text())["cases"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--step-times", type=Path, help="reuse a step-time file instead of measuring one")
+    parser.add_argument("--measured", type=Path,
+                        help="reuse the real runs of an earlier results file (predict again, measure nothing)")
+    parser.add_argument("--cases", help="comma-separated case names to run (default: all; the fit case always runs)")
+    parser.add_argument("--duration", type=float, default=60.0, help="measured seconds per case")
+    parser.add_argument("--warmup", type=float, default=10.0, help="warm-up seconds per case")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--out", type=Path, default=RESULTS / "simulator_accuracy.json")
+    args = parser.parse_args()
+    if os.geteuid() == 0 and not in_loopback_netns() and args.measured is None:
+        reexec_in_loopback_netns(python_argv("benchmarks.simulator_accuracy", sys.argv[1:]))
+    wanted = set(args.cases.split(",")) if args.cases else None
+    cases = [c for c in CASES if c.fit or wanted is None or c.name in wanted]
+    catalog = ModelCatalog(REPO / "models")
+    model_path = ModelStore(catalog).require(MODEL)
+    step_times = step_times_file(args.step_times)
+    profile = fitted_step_profile(step_times, catalog)
+    if args.measured:
+        real = previously_measured(args.measured)
+        cases = [c for c in cases if c.name in real]
+    else:
+        console.print("[bold]2/3[/] real stack runs")
+        real = measure_cases(cases, args, catalog, model_path)
+
+    console.print("[bold]3/3[/] the same load tests simulated")
+    profile_path = RESULTS / "cpu-fitted.yaml"
+    config_of = {c.name: loadtest_config(c, "http://simulated.invalid", model_path, args.duration, args.warmup)
+                 for c in cases}
+    fit_case = next(c for c in cases if c.fit)
+    profile = fitted_stack_profile(profile, fit_case, config_of[fit_case.name], real[fit_case.name], profile_path)
+    rows = [{"case": c.name, "fit": c.fit, **asdict(c), "measured": asdict(real[c.name]),
+             "predicted": asdict(simulated(c, config_of[c.name], profile_path))} for c in cases]
+    console.print(table(rows))
+    errors = mean_abs_errors(rows)
+    console.print("mean |error| over the validation cases: " + ", ".join(
+        f"{k} {v:.1f}%" for k, v in errors.items() if v is not None))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"cpu": cpu_model(), "step_times": str(step_times), "profile": str(profile_path),
+                                    "duration_s": args.duration, "cases": rows, "mean_abs_error_pct": errors},
+                                   indent=2))
+    console.print(f"figures written to {args.out}; fitted profile {profile_path}")
+
+
+def cpu_model() -> str:
+    from benchmarks.dtype_choice import cpu_model as read
+
+    return read()
+
+
+if __name__ == "__main__":
+    main()

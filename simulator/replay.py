@@ -1,0 +1,497 @@
+"""Autoscaling replay: one load (typically a day-shaped rate curve, ``--profile day:...``)
+simulated against serveout's queue-depth autoscaler and against static replica counts,
+compared on GPU-hours, SLO attainment, TTFT p95 and scale-up lag.
+
+Every run is :func:`simulator.simulate.simulate` on the same load config (same seed, so
+the same arrivals). Figures per run: GPU-hours (the stage's replica-seconds x TP,
+starting replicas included), SLO attainment (the summary's ``goodput_fraction``: the
+share of measured requests meeting every per-request objective), the SLO verdict on the
+figures (``slo.passed``; a measurement the load tester calls invalid, e.g. client slots
+all busy, is flagged beside it, not failed), TTFT p95, and the time the queue stayed
+over target: the requests in flight (admitted, not finished, from the records) above
+``target_queue_per_replica`` x the serving replicas, the signal the policy scales on.
+
+Scale-ups are read off the replica timeline: a replica serving from ``t`` was decided
+at ``t - replica_start_s`` (the simulator starts every replica in exactly that time; a
+replica stopped before it served is not seen). For each, the queue-over-target episode
+around the decision gives the detection lag (over target -> decided: Serve's look-back
+and upscale delay) and how long the queue stayed over target.
+
+Static counts: ``statics`` if given, else MAX and the smallest count meeting the SLO,
+found by bisection below MAX (each probe a full run: about log2(MAX) more runs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from loadtest.config import LoadTestConfig
+from loadtest.profiles import DailyCycle, OpenLoad, RateTrace
+from loadtest.profiles.rate_curve import rate_at
+from serving.config.loading import read_stack_file
+from serving.config.stack import AutoscalingSpec, GatewaySpec, RoutingPolicyName, RoutingSpec
+from serving.errors import ConfigError as ServingConfigError
+from simulator.config import SimulationConfig
+from simulator.errors import SimulationConfigError
+from simulator.simulate import SimulationResult, simulate
+
+SCHEMA = 1
+SERIES_POINTS = 720  # samples of the day kept in replay.json
+
+
+@dataclass(frozen=True)
+class StackPolicy:
+    """The parts of a stack file a replay uses: its model, autoscaling policy, routing and gateway bound."""
+
+    model: str | None
+    autoscaling: AutoscalingSpec
+    routing: RoutingPolicyName
+    max_in_flight: int
+
+
+def stack_policy(path: Path) -> StackPolicy:
+    """The autoscaling policy (and model, routing, admission bound) of a stack YAML file."""
+    try:
+        raw = read_stack_file(path)
+        return StackPolicy(model=raw.get("model"),
+                           autoscaling=AutoscalingSpec.model_validate(raw.get("autoscaling") or {}),
+                           routing=RoutingSpec.model_validate(raw.get("routing") or {}).policy,
+                           max_in_flight=GatewaySpec.model_validate(raw.get("gateway") or {}).max_in_flight)
+    except (ServingConfigError, ValueError) as exc:
+        problem = " ".join(str(exc).split())
+        raise SimulationConfigError(f"stack file {path}: {problem}") from None
+
+
+@dataclass(frozen=True)
+class ScaleUp:
+    """One scale-up: decided, serving, and the queue-over-target episode around it (run seconds)."""
+
+    decided_s: float
+    serving_s: float
+    added: int
+    over_target_since_s: float | None
+    back_under_target_s: float | None
+
+    @property
+    def start_lag_s(self) -> float:
+        """Decided -> serving: the replica's start time."""
+        return self.serving_s - self.decided_s
+
+    @property
+    def detect_lag_s(self) -> float | None:
+        """Queue over target -> decided (Serve's look-back and upscale delay)."""
+        return None if self.over_target_since_s is None else self.decided_s - self.over_target_since_s
+
+    @property
+    def over_target_s(self) -> float | None:
+        """How long that episode kept the queue over target (None: still over at the end)."""
+        if self.over_target_since_s is None or self.back_under_target_s is None:
+            return None
+        return self.back_under_target_s - self.over_target_since_s
+
+
+@dataclass(frozen=True)
+class Series:
+    """A run on a regular grid: serving replicas and requests in flight."""
+
+    t_s: np.ndarray
+    replicas: np.ndarray
+    in_flight: np.ndarray
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """One run of the replay."""
+
+    name: str
+    autoscaled: bool
+    gpu_hours: float
+    slo_attainment: float | None
+    ttft_p95_s: float | None
+    passed: bool | None
+    invalid: str | None
+    measured: int
+    failed: int
+    peak_replicas: int
+    mean_replicas: float
+    over_target_s: float
+    scale_ups: tuple[ScaleUp, ...]
+    wall_s: float
+    replica_start_s: float
+    series: Series = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """The replay: its scenario, every run (the autoscaled one first) and the offered rate."""
+
+    scenario: dict
+    time_scale: float
+    target_per_replica: float
+    replica_start_s: float
+    runs: tuple[RunFigures, ...]
+    offered_rps: np.ndarray
+    smallest_passing_static: int | None
+    searched: bool
+
+    @property
+    def autoscaled(self) -> RunFigures:
+        return self.runs[0]
+
+
+def check_replayable(config: LoadTestConfig) -> None:
+    """:class:`SimulationConfigError` unless ``config`` is one timed stage with an SLO."""
+    if config.profile.searches_rate:
+        raise SimulationConfigError(f"replay needs a single-stage profile (e.g. day:...), not {config.profile.kind!r}")
+    if config.duration_s is None:
+        raise SimulationConfigError("replay needs --duration (the length of the replayed day)")
+    if not config.slos:
+        raise SimulationConfigError("replay needs --slo (SLO attainment is the share of requests meeting it)")
+
+
+def time_scale(config: LoadTestConfig) -> float:
+    """Seconds of the replayed curve per simulated second (1 = real time)."""
+    profile = config.profile
+    if isinstance(profile, (DailyCycle, RateTrace)) and config.duration_s is not None:
+        return profile.time_scale(config.duration_s)
+    return 1.0
+
+
+def offered_rate(config: LoadTestConfig, t_s: np.ndarray) -> np.ndarray:
+    """The offered arrival rate over the stage (zeros for a closed loop)."""
+    load = config.profile.next_stage([]).load
+    if not isinstance(load, OpenLoad):
+        return np.zeros_like(t_s)
+    if load.rate_curve is not None:
+        return rate_at(load.rate_curve, t_s, config.duration_s)
+    return load.start_rate + (load.end_rate - load.start_rate) * t_s / config.duration_s
+
+
+def grid_of(config: LoadTestConfig, policy: AutoscalingSpec) -> np.ndarray:
+    return np.arange(0.0, config.duration_s, policy.metrics_interval_s)
+
+
+def run_series(result: SimulationResult, grid: np.ndarray) -> Series:
+    """Serving replicas (the stage's replica timeline) and requests in flight (the records) on ``grid``."""
+    timeline = np.array(result.stages[0].replica_timeline, dtype=float).reshape(-1, 2)
+    at = np.searchsorted(timeline[:, 0], grid, side="right") - 1
+    replicas = np.where(at >= 0, timeline[np.maximum(at, 0), 1], 0).astype(int)
+    records = result.stage_records[0].records  # without their token gaps: only start and end are needed
+    spans = [(r.start_s, r.start_s + r.e2e_s) for r in records if r.e2e_s is not None]
+    starts = np.sort(np.array([s for s, _ in spans]))
+    ends = np.sort(np.array([e for _, e in spans]))
+    in_flight = np.searchsorted(starts, grid, side="right") - np.searchsorted(ends, grid, side="right")
+    return Series(grid, replicas, in_flight)
+
+
+def scale_ups_of(result: SimulationResult, series: Series, policy: AutoscalingSpec) -> tuple[ScaleUp, ...]:
+    """Every scale-up of an autoscaled run, with the queue-over-target episode around it."""
+    start = result.setup.replica_start_s
+    over = series.in_flight > policy.target_queue_per_replica * series.replicas
+    t = series.t_s
+    began = np.flatnonzero(over & ~np.concatenate(([False], over[:-1])))
+    # The policy must have wanted more for the upscale delay, over the look-back average.
+    reach = policy.upscale_delay_s + policy.look_back_period_s + 2 * policy.metrics_interval_s
+    ups = []
+    timeline = list(dict(result.stages[0].replica_timeline).items())  # the last count at each instant
+    for (_, before), (when, after) in zip(timeline, timeline[1:]):
+        if after <= before:
+            continue
+        decided = when - start
+        since = back = None
+        earlier = began[t[began] <= decided]
+        if len(earlier):
+            first = earlier[-1]
+            under = np.flatnonzero(~over[first:])
+            end = t[first + under[0]] if len(under) else None
+            if end is None or end >= decided - reach:
+                since, back = float(t[first]), (None if end is None else float(end))
+        ups.append(ScaleUp(decided, when, after - before, since, back))
+    return tuple(ups)
+
+
+def figures_of(name: str, result: SimulationResult, grid: np.ndarray, policy: AutoscalingSpec) -> RunFigures:
+    stage = result.summary.headline
+    series = run_series(result, grid)
+    autoscaled = result.sim.autoscaling.enabled
+    over = series.in_flight > policy.target_queue_per_replica * series.replicas
+    figures = result.stages[0]
+    return RunFigures(
+        name=name, autoscaled=autoscaled, gpu_hours=figures.gpu_hours,
+        slo_attainment=stage.slo.goodput_fraction, ttft_p95_s=stage.latency.ttft.p95, passed=stage.slo.passed,
+        invalid=None if stage.validity.valid else "; ".join(stage.validity.reasons),
+        measured=stage.requests.measured, failed=stage.requests.failed,
+        peak_replicas=max(n for _, n in figures.replica_timeline),
+        mean_replicas=figures.gpu_hours * 3600.0 / result.setup.tensor_parallel / max(figures.simulated_s, 1e-9),
+        over_target_s=float(over.sum() * policy.metrics_interval_s),
+        scale_ups=scale_ups_of(result, series, policy) if autoscaled else (),
+        wall_s=result.wall_s, replica_start_s=result.setup.replica_start_s, series=series)
+
+
+Progress = Callable[[str, float], None]
+
+
+def replay(config: LoadTestConfig, base: SimulationConfig, policy: AutoscalingSpec, *,
+           statics: Sequence[int] | None = None, progress: Progress | None = None) -> ReplayReport:
+    """Simulate ``config`` autoscaled by ``policy`` (between its bounds) and at static counts.
+
+    ``base`` is the cluster (hardware, model, TP, routing, admission, start time); its
+    replica count and autoscaling are replaced per run. ``statics=None``: MAX and the
+    smallest count meeting the SLO (bisection).
+    """
+    check_replayable(config)
+    grid = grid_of(config, policy)
+    policy = policy.model_copy(update={"enabled": True})
+
+    def run(name: str, sim: SimulationConfig) -> RunFigures:
+        tick = (lambda _plan, t: progress(name, t)) if progress is not None else None
+        return figures_of(name, simulate(config, sim, progress=tick), grid, policy)
+
+    autoscaled = run(f"autoscaled {policy.min_replicas}..{policy.max_replicas}",
+                     base.model_copy(update={"replicas": max(policy.min_replicas, 1), "autoscaling": policy}))
+    static_runs: dict[int, RunFigures] = {}
+
+    def static(n: int) -> RunFigures:
+        if n not in static_runs:
+            static_runs[n] = run(f"static {n}", base.model_copy(update={"replicas": n,
+                                                                         "autoscaling": AutoscalingSpec()}))
+        return static_runs[n]
+
+    if statics is None:
+        smallest = smallest_static(policy.max_replicas, lambda n: bool(static(n).passed))
+    else:
+        for n in statics:
+            static(n)
+        smallest = min((n for n, r in static_runs.items() if r.passed), default=None)
+    return ReplayReport(scenario=scenario_of(config, base, policy), time_scale=time_scale(config),
+                        target_per_replica=policy.target_queue_per_replica,
+                        replica_start_s=autoscaled.replica_start_s,
+                        runs=(autoscaled, *(static_runs[n] for n in sorted(static_runs, reverse=True))),
+                        offered_rps=offered_rate(config, grid), smallest_passing_static=smallest,
+                        searched=statics is None)
+
+
+def smallest_static(top: int, passes: Callable[[int], bool]) -> int | None:
+    """The fewest replicas in ``1..top`` for which ``passes`` (assumed monotone): ``top``
+    first, then bisection (about log2(top) more runs)."""
+    if not passes(top):
+        return None
+    failing, passing = 0, top
+    while passing - failing > 1:
+        middle = (failing + passing) // 2
+        if passes(middle):
+            passing = middle
+        else:
+            failing = middle
+    return passing
+
+
+def scenario_of(config: LoadTestConfig, base: SimulationConfig, policy: AutoscalingSpec) -> dict:
+    plan = config.profile.next_stage([])
+    return {
+        "hardware": base.hardware, "model": base.model, "tensor_parallel": base.tensor_parallel,
+        "routing": base.routing.policy.value, "max_in_flight": base.max_in_flight,
+        "profile": plan.label, "workload": config.workload.kind, "duration_s": config.duration_s,
+        "slo": [o.describe() for o in config.slos], "seed": config.seed,
+        "policy": policy.model_dump(mode="json"),
+    }
+
+
+# --- output ---------------------------------------------------------------------------------
+
+def compression_note(report: ReplayReport) -> str | None:
+    """A plain sentence when the replayed curve runs faster than real time."""
+    scale = report.time_scale
+    if math.isclose(scale, 1.0, rel_tol=1e-6):
+        return None
+    duration = report.scenario["duration_s"]
+    return (f"COMPRESSED: {_clock(duration * scale)} of traffic replayed in {_clock(duration)} ({scale:.3g}x): "
+            f"rates are real, the curve's clock runs {scale:.3g}x fast; replica start "
+            f"({report.replica_start_s:g} s) and the policy's delays are not compressed, so they weigh "
+            f"{scale:.3g}x more against the curve than in real time.")
+
+
+def run_rows(report: ReplayReport) -> list[dict]:
+    """One row per run: the figures of the replay table."""
+    rows = []
+    for r in report.runs:
+        lags = [u.detect_lag_s for u in r.scale_ups if u.detect_lag_s is not None]
+        rows.append({
+            "run": r.name, "replicas": (f"{int(r.series.replicas.min())}-{r.peak_replicas}, mean {r.mean_replicas:.2f}"
+                                        if r.autoscaled else str(r.peak_replicas)),
+            "gpu_hours": r.gpu_hours, "slo_attainment": r.slo_attainment, "ttft_p95_s": r.ttft_p95_s,
+            "passed": r.passed, "invalid": r.invalid, "over_target_s": r.over_target_s,
+            "scale_ups": len(r.scale_ups) if r.autoscaled else None,
+            "detect_lag_median_s": float(np.median(lags)) if lags else None,
+            "start_lag_s": report.replica_start_s if r.autoscaled and r.scale_ups else None,
+        })
+    return rows
+
+
+def report_json(report: ReplayReport) -> dict:
+    """The content of ``replay.json``."""
+    step = max(1, len(report.offered_rps) // SERIES_POINTS)
+    t = report.autoscaled.series.t_s[::step]
+    return {
+        "schema": SCHEMA, "simulated": True, "scenario": report.scenario, "time_scale": report.time_scale,
+        "compression": compression_note(report), "replica_start_s": report.replica_start_s,
+        "target_queue_per_replica": report.target_per_replica,
+        "smallest_passing_static": report.smallest_passing_static, "static_searched": report.searched,
+        "runs": [row | {"measured": r.measured, "failed": r.failed, "wall_s": r.wall_s}
+                 for row, r in zip(run_rows(report), report.runs)],
+        "scale_ups": [asdict(u) | {"start_lag_s": u.start_lag_s, "detect_lag_s": u.detect_lag_s,
+                                   "over_target_s": u.over_target_s} for u in report.autoscaled.scale_ups],
+        "series": {"t_s": t.tolist(), "offered_rps": report.offered_rps[::step].round(4).tolist(),
+                   **{r.name: {"replicas": r.series.replicas[::step].tolist(),
+                               "in_flight": r.series.in_flight[::step].tolist()} for r in report.runs}},
+    }
+
+
+def write_replay(report: ReplayReport, out_dir: Path) -> list[Path]:
+    """``replay.json``, ``replay.md`` and ``replay.png`` in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "replay.json", out_dir / "replay.md", out_dir / "replay.png"]
+    paths[0].write_text(json.dumps(report_json(report), indent=2), encoding="utf-8")
+    paths[1].write_text(report_markdown(report), encoding="utf-8")
+    plot_replay(report, paths[2])
+    return paths
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _at(report: ReplayReport, seconds: float | None) -> str:
+    """A run time, with the replayed curve's clock when compressed."""
+    if seconds is None:
+        return "-"
+    if math.isclose(report.time_scale, 1.0, rel_tol=1e-6):
+        return _clock(seconds)
+    return f"{_clock(seconds)} ({_clock(seconds * report.time_scale)[:-3]})"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+TABLE_COLUMNS = ("run", "replicas", "GPU-hours", "SLO attainment", "TTFT p95", "SLO", "queue over target",
+                 "scale-ups", "detect lag (median)", "start lag")
+SCALE_UP_COLUMNS = ("decided", "+replicas", "serving", "queue over target since", "back under target",
+                    "detect lag", "start lag", "over target for")
+
+
+def table_rows(report: ReplayReport) -> list[tuple[str, ...]]:
+    rows = []
+    for row in run_rows(report):
+        verdict = {True: "pass", False: "FAIL", None: "-"}[row["passed"]] + (" (invalid)" if row["invalid"] else "")
+        rows.append((row["run"], row["replicas"], f"{row['gpu_hours']:.2f}", _num(row["slo_attainment"], ".1%"),
+                     _num(None if row["ttft_p95_s"] is None else row["ttft_p95_s"] * 1e3, ",.0f") + " ms", verdict,
+                     _num(row["over_target_s"], ",.0f") + " s", _num(row["scale_ups"], "d"),
+                     _num(row["detect_lag_median_s"], ".0f") + (" s" if row["detect_lag_median_s"] is not None
+                                                                  else ""),
+                     _num(row["start_lag_s"], ".0f") + (" s" if row["start_lag_s"] is not None else "")))
+    return rows
+
+
+def scale_up_rows(report: ReplayReport) -> list[tuple[str, ...]]:
+    return [(_at(report, u.decided_s), f"+{u.added}", _at(report, u.serving_s), _at(report, u.over_target_since_s),
+             _at(report, u.back_under_target_s), _num(u.detect_lag_s, ".0f") + " s", f"{u.start_lag_s:.0f} s",
+             _num(u.over_target_s, ",.0f") + " s") for u in report.autoscaled.scale_ups]
+
+
+def report_markdown(report: ReplayReport) -> str:
+    s = report.scenario
+    lines = [f"# Autoscaling replay (SIMULATED): {s['model']} on {s['hardware']}", "",
+             f"Load: {s['profile']}, workload {s['workload']}, {_clock(s['duration_s'])} simulated, "
+             f"SLO {', '.join(s['slo'])}, seed {s['seed']}. Policy: queue depth, target "
+             f"{report.target_per_replica:g} per replica, upscale delay {s['policy']['upscale_delay_s']:g} s, "
+             f"downscale delay {s['policy']['downscale_delay_s']:g} s; replica start {report.replica_start_s:g} s.",
+             ""]
+    if note := compression_note(report):
+        lines += [f"**{note}**", ""]
+    lines += _md_table(TABLE_COLUMNS, table_rows(report))
+    smallest = report.smallest_passing_static
+    if invalid := [f"- {r.name}: invalid measurement: {r.invalid}" for r in report.runs if r.invalid]:
+        lines += ["", *invalid]
+    lines += ["", "Smallest static count meeting the SLO: "
+              + (str(smallest) if smallest is not None else "none of those run")
+              + (" (searched)" if report.searched else " (of those run)") + ".", ""]
+    if report.autoscaled.scale_ups:
+        lines += ["## Scale-ups of the autoscaled run", "",
+                  "Times are run times" + (" (the replayed curve's clock in brackets)" if report.time_scale != 1
+                                           else "") + "; lags are in run seconds.", ""]
+        lines += _md_table(SCALE_UP_COLUMNS, scale_up_rows(report))
+    lines += ["", "![offered rate, replicas and queue](replay.png)", ""]
+    return "\n".join(lines)
+
+
+def print_replay(report: ReplayReport, console) -> None:
+    """The replay's tables and notes on a rich console."""
+    from rich.table import Table
+
+    s = report.scenario
+    table = Table(title=f"autoscaling replay (SIMULATED): {s['model']} on {s['hardware']}", title_justify="left")
+    for col in TABLE_COLUMNS:
+        table.add_column(col, justify="left" if col in ("run", "replicas") else "right")
+    for row in table_rows(report):
+        table.add_row(*row)
+    console.print(table)
+    if report.autoscaled.scale_ups:
+        ups = Table(title="scale-ups (run time" + (", replayed clock in brackets)" if report.time_scale != 1 else ")"),
+                    title_justify="left")
+        for col in SCALE_UP_COLUMNS:
+            ups.add_column(col, justify="right")
+        for row in scale_up_rows(report):
+            ups.add_row(*row)
+        console.print(ups)
+    for run in report.runs:
+        if run.invalid:
+            console.print(f"{run.name}: invalid measurement: {run.invalid}")
+    if note := compression_note(report):
+        console.print(f"[bold yellow]{note}[/]")
+    smallest = report.smallest_passing_static
+    console.print(f"smallest static count meeting the SLO: {smallest if smallest is not None else 'none of those run'}"
+                  + (" (searched)" if report.searched else ""))
+
+
+def _md_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns),
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def plot_replay(report: ReplayReport, path: Path) -> None:
+    """Offered rate, serving replicas and requests in flight over the replay."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    auto = report.autoscaled
+    hours = auto.series.t_s * report.time_scale / 3600.0
+    fig, (rate_ax, rep_ax, queue_ax) = plt.subplots(3, 1, sharex=True, figsize=(10, 8))
+    rate_ax.plot(hours, report.offered_rps, color="black")
+    rate_ax.set_ylabel("offered req/s")
+    for r in report.runs:
+        style = {"drawstyle": "steps-post", "linewidth": 2 if r.autoscaled else 1}
+        rep_ax.plot(hours, r.series.replicas, label=r.name, **style)
+        queue_ax.plot(hours, r.series.in_flight, label=r.name, linewidth=0.8)
+    queue_ax.plot(hours, report.target_per_replica * auto.series.replicas, color="grey", linestyle="--",
+                  label="target x serving replicas (autoscaled)")
+    rep_ax.set_ylabel("serving replicas")
+    queue_ax.set_ylabel("requests in flight")
+    queue_ax.set_xlabel("hour of the replayed curve" + (f" ({report.time_scale:.3g}x compressed)"
+                                                         if report.time_scale != 1 else ""))
+    rep_ax.legend(loc="upper left", fontsize="small")
+    queue_ax.legend(loc="upper left", fontsize="small")
+    s = report.scenario
+    fig.suptitle(f"SIMULATED autoscaling replay: {s['model']} on {s['hardware']}, {s['profile']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

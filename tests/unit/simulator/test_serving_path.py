@@ -1,0 +1,51 @@
+"""The hardware profile's in-stack constants: the serving path (a fixed time added to
+every request's first token and end, nothing to the gaps between tokens) and the
+slowdown of engine steps inside the stack."""
+
+import numpy as np
+import pytest
+
+from loadtest.cli import build_parser, config_from_args
+from simulator.calibration import write_profile
+from simulator.config import SimulationConfig
+from simulator.hardware import Figure, load_hardware
+from simulator.simulate import simulate
+
+
+def test_the_serving_path_delays_the_first_token_and_the_end_but_not_the_gaps(tmp_path):
+    config = config_from_args(build_parser().parse_args([
+        "run", "--target", "http://simulated.invalid", "--no-metrics", "--profile", "poisson:rate=1",
+        "--workload", "random:input_len=64,output_len=16", "--duration", "30s"]))
+    cpu = load_hardware("cpu")
+    paths = {ms: tmp_path / f"cpu-path-{ms:g}ms.yaml" for ms in (0.0, 25.0)}
+    for ms, path in paths.items():
+        write_profile(cpu.model_copy(update={"serving_path_ms": Figure(value=ms, source="test")}), path)
+
+    def run(hardware: str):
+        return simulate(config, SimulationConfig(hardware=hardware, model="smollm2-135m-instruct")).records
+
+    plain, with_path = run(str(paths[0.0])), run(str(paths[25.0]))
+    assert [r.id for r in plain] == [r.id for r in with_path]
+    assert [w.ttft_s - p.ttft_s for p, w in zip(plain, with_path)] == pytest.approx([0.025] * len(plain))
+    assert [w.e2e_s - p.e2e_s for p, w in zip(plain, with_path)] == pytest.approx([0.025] * len(plain))
+    assert np.allclose(np.concatenate([p.itl_s for p in plain]), np.concatenate([w.itl_s for w in with_path]))
+    assert load_hardware(paths[25.0]).serving_path_s == pytest.approx(0.025)
+    assert cpu.model_copy(update={"serving_path_ms": None}).serving_path_s == 0.0
+
+
+def test_an_in_stack_slowdown_stretches_every_engine_step(tmp_path):
+    config = config_from_args(build_parser().parse_args([
+        "run", "--target", "http://simulated.invalid", "--no-metrics", "--profile", "concurrency:users=1",
+        "--workload", "random:input_len=64,output_len=16", "--requests", "5"]))
+    cpu = load_hardware("cpu").model_copy(update={"serving_path_ms": None})
+    paths = {k: tmp_path / f"cpu-x{k:g}.yaml" for k in (1.0, 2.0)}
+    for k, path in paths.items():
+        factor = Figure(value=k, source="test")
+        write_profile(cpu.model_copy(update={"in_stack_slowdown": factor, "in_stack_compute_slowdown": factor}), path)
+
+    def run(k: float):
+        return simulate(config, SimulationConfig(hardware=str(paths[k]), model="smollm2-135m-instruct")).records
+
+    plain, slowed = run(1.0), run(2.0)
+    assert [s.ttft_s for s in slowed] == pytest.approx([2 * p.ttft_s for p in plain])
+    assert np.concatenate([s.itl_s for s in slowed]) == pytest.approx(2 * np.concatenate([p.itl_s for p in plain]))
