@@ -66,7 +66,7 @@ console = Console() if sys.stdout.isatty() else Console(width=170)
 
 @dataclass(frozen=True)
 class Case:
-    """One load test on one deployment; ``fit``: the serving-path fit run."""
+    """One load test on one deployment; ``fit``: the run the in-stack constants are fitted to."""
 
     name: str
     profile: str
