@@ -52,9 +52,8 @@ def time_scenario(duration_s: float, rate: float, workload: str) -> dict:
     t2 = time.perf_counter()
     run = ClusterSim(setup, sim, config, plan, traffic, seed=config.seed).run()
     t3 = time.perf_counter()
-    stage_records = records_of(run, 0, traffic, 0.0, True)
-    records = stage_records.records
-    stage = build_stage(records, gaps=stage_records.gaps, plan=plan, window=config.measured_window, timed=True, objectives=(),
+    records = records_of(run, 0, traffic, 0.0, True).columns
+    stage = build_stage(records, plan=plan, window=config.measured_window, timed=True, objectives=(),
                         started_unix=0.0, offset_s=0.0, generator=GeneratorReport(), duration_s=duration_s)
     t4 = time.perf_counter()
     cpu = time.process_time() - cpu0

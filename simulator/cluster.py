@@ -23,8 +23,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from loadtest.analysis.arrivals import schedule
 from loadtest.analysis.records import ErrorKind
 from loadtest.config import LoadTestConfig
@@ -40,6 +38,7 @@ from simulator.config import SimulationConfig
 from simulator.engine import ReplicaSetup
 from simulator.errors import SimulatorError
 from simulator.replica import Replica, Seq
+from simulator.token_gaps import TokenGaps
 from simulator.traffic import StageTraffic
 
 TURN, ARRIVAL, STEP, TICK, READY, ANSWERED = range(6)  # ANSWERED: the client has read an answer's end
@@ -86,7 +85,7 @@ class StageRun:
     """What one simulated stage produced: raw rows for the records, and cluster figures."""
 
     rows: list[tuple] = field(default_factory=list)
-    itls: list[np.ndarray | None] = field(default_factory=list)
+    itls: TokenGaps = field(default_factory=TokenGaps)  # each row's inter-token gaps
     replica_seconds: float = 0.0
     replica_timeline: list[tuple[float, int]] = field(default_factory=list)
     preemptions: int = 0
@@ -115,6 +114,7 @@ class ClusterSim:
         self.in_flight = 0
         self.out = StageRun()
         self._hashes: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._candidates: dict[tuple[str, int], Candidate] = {}
         load = plan.load
         self.open = isinstance(load, OpenLoad)
         self.duration = config.duration_s
@@ -236,16 +236,24 @@ class ClusterSim:
 
     def _route(self, f: Flight) -> None:
         live = {h.id: h for h in self.hosts if h.live}
-        candidates = [Candidate(h.id, len(h.flights)) for h in live.values()]
-        order = run_sync(self.core.choose(self._request(f), candidates))
+        candidates = [self._candidate(h.id, len(h.flights)) for h in live.values()]
+        request = self._request(f)
+        order = run_sync(self.core.choose(request, candidates))
         for replica_id in order:
             host = live[replica_id]
             if len(host.flights) < self.setup.max_ongoing:
-                return self._send(f, host)
+                return self._send(f, host, request)
         self.handle_queue.append(f)
 
-    def _send(self, f: Flight, host: Host) -> None:
-        self.core.on_routed(self._request(f), host.id)
+    def _candidate(self, replica_id: str, ongoing: int) -> Candidate:
+        """Serve's view of a replica (immutable: one object per replica and count, reused)."""
+        candidate = self._candidates.get((replica_id, ongoing))
+        if candidate is None:
+            candidate = self._candidates[(replica_id, ongoing)] = Candidate(replica_id, ongoing)
+        return candidate
+
+    def _send(self, f: Flight, host: Host, request: RoutingRequest) -> None:
+        self.core.on_routed(request, host.id)
         key = (f.session, f.turn)
         hashes = self._hashes.get(key)
         if hashes is None:
@@ -301,7 +309,7 @@ class ClusterSim:
         else:
             self.out.rows.append((f.rid, f.session, f.turn, f.user, f.scheduled, f.start, True, 200, None, None, None,
                                   float(times[0]) + path - f.start, e2e, len(f.prompt), len(times), f.out_len))
-            self.out.itls.append(times[1:] - times[:-1])  # np.diff, without its overhead
+            self.out.itls.append_tokens(host.replica, seq)
         f.ticket.release()
         self.core.on_finished(str(f.rid))
         self.in_flight -= 1

@@ -86,23 +86,26 @@ class BlockPool:
             self._queue.append((None, anonymous))
             self.used -= anonymous
         held, cached, queue, tokens = self._held, self._cached, self._queue, self._tokens
+        freed = 0
         for h in reversed(hashes):
             refs = held[h] - 1
             if refs:
                 held[h] = refs
                 continue
             del held[h]
-            self.used -= self.unit
+            freed += 1
             token = next(tokens)
             cached[h] = token
             queue.append((h, token))
+        self.used -= freed * self.unit
 
     def _pop_free(self, count: int) -> None:
-        if count > self.free:
+        if count > self.capacity - self.used:
             raise RuntimeError(f"KV cache overcommitted: {count} blocks wanted, {self.free} free")
-        queue, cached = self._queue, self._cached
+        queue, cached, unit = self._queue, self._cached, self.unit
+        popleft = queue.popleft
         while count:
-            key, n = queue.popleft()
+            key, n = popleft()
             if key is None:
                 if n > count:
                     queue.appendleft((None, n - count))
@@ -110,8 +113,8 @@ class BlockPool:
                 count -= n
             elif cached.get(key) == n:  # a live cached unit: evict its prefix-cache entry
                 del cached[key]
-                if self.unit > count:
-                    queue.appendleft((None, self.unit - count))
+                if unit > count:
+                    queue.appendleft((None, unit - count))
                     return
-                count -= self.unit
+                count -= unit
             # else: a stale entry of a block revived since it was freed

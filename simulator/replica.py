@@ -19,9 +19,10 @@ sequence gets one token per step. Step times come from :class:`StepTimeModel`.
 Speed: decoding sequences are kept as aggregates (count, context total and a histogram
 of ``context mod block_size`` phases, which says how many need a new block at each
 step), so a run of decode-only steps (nothing to admit or prefill) is planned in one
-go with numpy (:meth:`Replica.plan`) and cut short when a request arrives
+go (:meth:`Replica.plan`: with numpy, or step by step in plain floats up to
+:data:`SHORT_SPAN_STEPS` steps, the same floats) and cut short when a request arrives
 (:meth:`Replica.interrupt`). A sequence's tokens are a run of consecutive steps,
-so token times are slices of the replica's step-end times.
+so token times are slices of the replica's step-end times (one growing array).
 """
 
 from __future__ import annotations
@@ -325,7 +326,10 @@ class Replica:
             grown = np.empty(max(2 * len(self._times), last))
             grown[:first] = self._times[:first]
             self._times = grown
-        self._times[first:last] = ends
+        if last == first + 1:
+            self._times[first] = ends[0]
+        else:
+            self._times[first:last] = ends
         self.step = last
 
     def _finish_prefills(self) -> None:
@@ -369,13 +373,17 @@ class Replica:
             done.append(seq)
         return done
 
+    def step_times(self) -> np.ndarray:
+        """The end time of every committed step (read-only)."""
+        view = self._times[:self.step]
+        view.flags.writeable = False
+        return view
+
     def token_times(self, seq: Seq) -> np.ndarray:
-        """The end times of the steps that produced ``seq``'s tokens (read-only: a view of
-        the replica's step times when they are one run of steps)."""
+        """The end times of the steps that produced ``seq``'s tokens (not to be modified:
+        a view of the replica's step times when they are one run of steps)."""
         times = self._times
         if len(seq.segments) == 1:
             a, n = seq.segments[0]
-            view = times[a:a + n]
-            view.flags.writeable = False
-            return view
+            return times[a:a + n]
         return np.concatenate([times[a:a + n] for a, n in seq.segments])

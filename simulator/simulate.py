@@ -8,6 +8,12 @@ summariser, the files from :func:`loadtest.reports.write_reports`. The summary i
 labelled simulated: its ``config.label`` starts with "simulated" and its first warning
 says so; ``simulation.json`` beside it holds the cluster, the model's constants (and
 which are assumed) and each stage's GPU-hours and replica timeline.
+
+Speed: the figures are computed from the records' columns
+(:class:`~loadtest.analysis.columns.RecordColumns`, built straight from the cluster's
+rows, the gaps as runs of each replica's step gaps: :mod:`simulator.token_gaps`); the
+:class:`RequestRecord` objects are built only when asked for (``result.records``: the
+reports). A simulated hour is ~180,000 records and ~46M gaps.
 """
 
 from __future__ import annotations
@@ -16,12 +22,12 @@ import functools
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from loadtest.analysis.gaps import GapTable
+from loadtest.analysis.columns import NONE, SOURCES, RecordColumns
 from loadtest.analysis.metrics import achieved_rate, build_stage
 from loadtest.analysis.records import RequestRecord, TokenSource
 from loadtest.analysis.summary import GeneratorReport, Summary
@@ -51,21 +57,32 @@ class StageFigures:
 
 @dataclass
 class StageRecords:
-    """One stage's records as :func:`build_stage` reads them: :class:`RequestRecord` built
-    without their gaps (``itl_s`` empty), and the gaps as one :class:`GapTable` (a row per
-    record). :meth:`complete` fills each record's ``itl_s`` (for the reports)."""
+    """One stage's records: as :class:`RecordColumns` (what :func:`build_stage` reads),
+    and as :class:`RequestRecord` built on first use (the reports, ``records.jsonl``)."""
 
-    records: list[RequestRecord]
-    gaps: GapTable
-    _filled: bool = field(default=False, init=False, repr=False)
+    columns: RecordColumns
+    rows: list[tuple]  # the raw rows of :class:`StageRun`, in the columns' order
+    expected: list[int | None]  # each row's expected prompt tokens
+    stage: int
+    started_unix: float
+    exact_output: bool
 
-    def complete(self) -> list[RequestRecord]:
-        """The records with their gaps in ``itl_s`` (filled in place, once)."""
-        if not self._filled:
-            for record, gaps in zip(self.records, self.gaps.tolists()):
-                record.itl_s = gaps
-            self._filled = True
-        return self.records
+    @functools.cached_property
+    def records(self) -> list[RequestRecord]:
+        """The records (built without re-validating each field)."""
+        construct, records = RequestRecord.model_construct, []
+        for row, expected, gaps in zip(self.rows, self.expected, self.columns.gaps.tolists()):
+            (rid, session, turn, user, scheduled, start, ok, status, kind, error, retry_after, ttft, e2e,
+             prompt_tokens, output_tokens, requested) = row
+            records.append(construct(
+                id=rid, stage=self.stage, session=session, turn=turn, user=user, scheduled_s=scheduled,
+                start_s=start, start_unix=self.started_unix + start, ok=ok, status=status, error_kind=kind,
+                error=error, retry_after_s=retry_after, ttft_s=ttft, e2e_s=e2e, itl_s=gaps,
+                chunks=output_tokens or 0, prompt_tokens=prompt_tokens if ok else None,
+                output_tokens=output_tokens, token_source=TokenSource.USAGE if ok else TokenSource.NONE,
+                expected_prompt_tokens=expected, requested_output_tokens=requested if self.exact_output else None,
+                finish_reason="length" if ok else None))
+        return records
 
 
 @dataclass(frozen=True)
@@ -81,9 +98,9 @@ class SimulationResult:
 
     @functools.cached_property
     def records(self) -> list[RequestRecord]:
-        """Every stage's records, with their gaps (filled on first use: the figures did
-        not need them as lists)."""
-        return [r for stage in self.stage_records for r in stage.complete()]
+        """Every stage's records (built on first use: the figures are computed from
+        their columns)."""
+        return [r for stage in self.stage_records for r in stage.records]
 
     def simulation_info(self) -> dict:
         """The content of ``simulation.json``."""
@@ -106,26 +123,33 @@ class SimulationResult:
 
 def records_of(run: StageRun, stage: int, traffic: StageTraffic, started_unix: float,
                exact_output: bool) -> StageRecords:
-    """The stage's records, by start (each built without re-validating its fields)."""
-    records = []
-    construct = RequestRecord.model_construct
-    sessions = traffic.sessions
-    for row in run.rows:
-        (rid, session, turn, user, scheduled, start, ok, status, kind, error, retry_after, ttft, e2e,
-         prompt_tokens, output_tokens, requested) = row
-        expected = sessions[session].expected_prompt_tokens if turn == 0 else None
-        records.append(construct(
-            id=rid, stage=stage, session=session, turn=turn, user=user, scheduled_s=scheduled, start_s=start,
-            start_unix=started_unix + start, ok=ok, status=status, error_kind=kind, error=error,
-            retry_after_s=retry_after, ttft_s=ttft, e2e_s=e2e, itl_s=[], chunks=output_tokens or 0,
-            prompt_tokens=prompt_tokens if ok else None, output_tokens=output_tokens,
-            token_source=TokenSource.USAGE if ok else TokenSource.NONE, expected_prompt_tokens=expected,
-            requested_output_tokens=requested if exact_output else None,
-            finish_reason="length" if ok else None))
-    order = np.argsort(np.fromiter((r.start_s for r in records), dtype=float, count=len(records)), kind="stable")
-    order = order.tolist()
-    itls = run.itls
-    return StageRecords([records[i] for i in order], GapTable.of_arrays([itls[i] for i in order]))
+    """The stage's records, by start: their columns at once, the records on demand."""
+    n = len(run.rows)
+    fields = list(zip(*run.rows)) if n else [()] * 16
+    (_, sessions, turns, users, scheduled, starts, ok, _, kinds, _, _, ttfts, e2es, prompts, outputs,
+     requested) = fields
+    order = np.argsort(np.array(starts, dtype=float), kind="stable")
+    pick = order.tolist()
+
+    def floats(values) -> np.ndarray:
+        return np.fromiter((np.nan if v is None else v for v in values), dtype=float, count=n)[order]
+
+    def ints(values) -> np.ndarray:
+        return np.fromiter((NONE if v is None else v for v in values), dtype=np.int64, count=n)[order]
+
+    plan_sessions = traffic.sessions
+    expected = [plan_sessions[s].expected_prompt_tokens if t == 0 else None for s, t in zip(sessions, turns)]
+    ok_rows = np.array(ok, dtype=bool).reshape(n)[order]
+    sources = np.where(ok_rows, SOURCES.index(TokenSource.USAGE), SOURCES.index(TokenSource.NONE)).astype(np.int8)
+    columns = RecordColumns(
+        start_s=floats(starts), e2e_s=floats(e2es), ttft_s=floats(ttfts), scheduled_s=floats(scheduled),
+        ok=ok_rows, user=ints(users), output_tokens=ints(outputs),
+        prompt_tokens=np.where(ok_rows, ints(prompts), NONE),
+        requested_output_tokens=ints(requested) if exact_output else np.full(n, NONE, dtype=np.int64),
+        expected_prompt_tokens=ints(expected), token_source=sources,
+        error_kind=tuple(kinds[i] for i in pick), gaps=run.itls.table(pick))
+    return StageRecords(columns, [run.rows[i] for i in pick], [expected[i] for i in pick], stage, started_unix,
+                        exact_output)
 
 
 def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
@@ -152,8 +176,8 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
                          progress=tick).run()
         stage_records = records_of(run, plan.index, traffic, started + offset, config.target.exact_output)
         stage_records_list.append(stage_records)
-        records = stage_records.records
-        stage = build_stage(records, gaps=stage_records.gaps, plan=plan, window=config.measured_window, timed=config.duration_s is not None,
+        stage = build_stage(stage_records.columns, plan=plan, window=config.measured_window,
+                            timed=config.duration_s is not None,
                             objectives=config.slos, started_unix=started + offset, offset_s=offset,
                             generator=GeneratorReport(), max_error_rate=config.profile.max_error_rate,
                             duration_s=config.duration_s, max_requests=config.max_requests)
@@ -163,7 +187,7 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
         if run.session_wraps:
             warnings.append(f"stage {plan.index}: the prompt pool of {len(traffic.sessions)} sessions was reused "
                             f"{run.session_wraps} time(s); repeated prompts may hit the prefix cache")
-        results.append(StageResult(stage, records, warnings))
+        results.append(StageResult(stage, [], warnings))  # the records: stage_records, built on demand
         history.append(StageOutcome(plan=plan, passed=stage.passed, reason=stage.verdict_reason,
                                     achieved_rate=achieved_rate(stage)))
         figures.append(StageFigures(plan.index, run.replica_seconds * setup.tensor_parallel / 3600.0,

@@ -54,7 +54,9 @@ class WordDraws:
 
     def __init__(self, tokenizer, seed: int) -> None:
         self.factory = PromptFactory(tokenizer, seed)
-        self.word_ids = np.array([tokenizer.encode(w)[0] for w in self.factory.words], dtype=np.int64)
+        # Python ints held once: every prompt's tuple refers to them (20M ids of a pool would
+        # otherwise be 20M int objects, ~600 MB).
+        self.word_ids = np.array([tokenizer.encode(w)[0] for w in self.factory.words], dtype=object)
 
     def picks(self, n: int) -> np.ndarray:
         """The word indices of one text of ``n`` words (the factory's ``_draft`` draw)."""

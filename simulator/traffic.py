@@ -18,6 +18,11 @@ head, so every prompt shares them as on the real server; a system prompt follows
 A later turn of a conversation extends the previous prompt with that turn's answer
 (ids unique to the session and turn: generated text is never repeated) and the new
 content, so the prefix cache sees the conversation grow as the engine does.
+
+Speed: with :class:`WordTokenizer` the synthetic workloads are drawn straight as ids,
+never as text (:mod:`simulator.synthetic_ids`, the same ids); a :class:`TrafficCache`
+keeps the prepared plans for the next simulations of the same traffic (a sweep's
+candidates at one rate and seed).
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ class WordTokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         data = (" " + text.lstrip()).encode()
-        if len(data) % 4 == 0:  # the fast path: only three-letter words
+        if len(data) % 4 == 0 and len(data) > 64:  # the fast path for long texts: only three-letter words
             codes = np.frombuffer(data, dtype=np.uint8).reshape(-1, 4).astype(np.int64)
             if (codes[:, 0] == 32).all():
                 ids = ((codes[:, 1] - 97) + 26 * (codes[:, 2] - 97) + 676 * (codes[:, 3] - 97)).tolist()

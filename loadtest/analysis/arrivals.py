@@ -17,11 +17,11 @@ sample's randomness stays in the spacing, never in how much load a stage offers.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
+from loadtest.analysis.columns import RecordColumns
 from loadtest.analysis.records import RequestRecord
 from loadtest.analysis.stats import percentile
 from loadtest.analysis.summary import Arrivals
@@ -109,28 +109,29 @@ def schedule(
     return times
 
 
-def slot_waits(records: Sequence[RequestRecord]) -> int:
+def slot_waits(records: Sequence[RequestRecord] | RecordColumns) -> int:
     """Arrivals that had to wait for a free client slot.
 
     The generator runs ``max_concurrency`` users, each one session at a time, and a free
     user takes the next arrival at once; so an arrival taken by a user still busy with its
     previous request at the scheduled time found every slot busy.
     """
-    by_user: dict[int, list[RequestRecord]] = defaultdict(list)
-    for r in records:
-        by_user[r.user].append(r)
+    c = records if isinstance(records, RecordColumns) else RecordColumns.of_records(records)
+    order = np.lexsort((c.start_s, c.user))  # by user, then start (stable, as sorting each user's own)
+    users, scheduled, ends = c.user[order].tolist(), c.scheduled_s[order].tolist(), c.end_s[order].tolist()
     waits = 0
-    for own in by_user.values():
-        busy_until = -math.inf
-        for r in sorted(own, key=lambda r: r.start_s):
-            if r.scheduled_s is not None and busy_until > r.scheduled_s + SLOT_SLACK_S:
-                waits += 1
-            busy_until = max(busy_until, r.end_s)
+    user, busy_until = None, -math.inf
+    for who, at, end in zip(users, scheduled, ends):
+        if who != user:
+            user, busy_until = who, -math.inf
+        if at == at and busy_until > at + SLOT_SLACK_S:  # at == at: scheduled (not NaN)
+            waits += 1
+        busy_until = max(busy_until, end)
     return waits
 
 
 def arrivals_of(
-    records: Sequence[RequestRecord],
+    records: Sequence[RequestRecord] | RecordColumns,
     load: OpenLoad | None = None,
     *,
     duration_s: float | None = None,
@@ -138,8 +139,10 @@ def arrivals_of(
 ) -> Arrivals:
     """How an open-loop stage kept its schedule (``duration_s``: the stage's load time,
     needed for the arrivals due and dropped and the achieved rate)."""
-    lags = sorted(lag for r in records if (lag := r.arrival_lag_s) is not None)
-    if load is None and not lags:
+    c = records if isinstance(records, RecordColumns) else RecordColumns.of_records(records)
+    scheduled = ~np.isnan(c.scheduled_s)
+    lags = np.sort(np.maximum(0.0, c.start_s[scheduled] - c.scheduled_s[scheduled]))
+    if load is None and not len(lags):
         return Arrivals()
     sent = len(lags)
     due = achieved = None
@@ -147,21 +150,22 @@ def arrivals_of(
         due = arrival_count(load.start_rate, load.end_rate, duration_s)
         if max_requests is not None:
             due = min(due, max_requests)
-            if len(records) >= max_requests:  # the request budget, not the clock, ended it
+            if len(c) >= max_requests:  # the request budget, not the clock, ended it
                 due = sent
         achieved = sent / duration_s
     elif sent >= 2:
-        starts = sorted(r.start_s for r in records if r.scheduled_s is not None)
-        achieved = (sent - 1) / (starts[-1] - starts[0]) if starts[-1] > starts[0] else None
+        starts = np.sort(c.start_s[scheduled])
+        first, last = float(starts[0]), float(starts[-1])
+        achieved = (sent - 1) / (last - first) if last > first else None
     return Arrivals(
         scheduled=sent,
-        late=sum(1 for lag in lags if lag > LATE_THRESHOLD_S),
+        late=int((lags > LATE_THRESHOLD_S).sum()),
         late_threshold_s=LATE_THRESHOLD_S,
-        lag_p99_s=percentile(lags, 99.0) if lags else None,
-        lag_max_s=lags[-1] if lags else None,
+        lag_p99_s=percentile(lags, 99.0) if sent else None,
+        lag_max_s=float(lags[-1]) if sent else None,
         due=due,
         dropped=max(due - sent, 0) if due is not None else 0,
         achieved_rate=achieved,
         max_concurrency=load.max_concurrency if load is not None else None,
-        slot_waits=slot_waits(records),
+        slot_waits=slot_waits(c),
     )

@@ -2,11 +2,12 @@
 
 A stage of a simulated hour holds ~46M gaps: as Python lists inside each record they
 take gigabytes and every figure over them loops in Python. :class:`GapTable` keeps
-them as one ``float64`` array with row offsets, so the stage figures
-(:func:`loadtest.analysis.metrics.build_stage`) select, concatenate and accumulate
-them with numpy. ``loadtest run``'s records carry their gaps in ``itl_s``
-(:meth:`GapTable.of_records`); the simulator hands its own table beside records
-built without them.
+them as one ``float64`` array and each row's place in it, so the stage figures
+(:func:`loadtest.analysis.metrics.build_stage`) select, gather and accumulate them
+with numpy; selecting rows never copies a gap. ``loadtest run``'s records carry their
+gaps in ``itl_s`` (:meth:`GapTable.of_records`); the simulator's rows are runs of its
+replicas' step-to-step gaps (:mod:`simulator.token_gaps`), shared by the requests that
+decoded together.
 """
 
 from __future__ import annotations
@@ -18,26 +19,32 @@ from itertools import chain
 import numpy as np
 
 from loadtest.analysis.records import RequestRecord
+from loadtest.analysis.stats import Counted
 
-_BLOCK_VALUES = 4_000_000  # padded cells per block of rows in segment_cumsum
+_BLOCK_VALUES = 4_000_000  # gaps gathered, or padded cells summed, per block of rows
 
 
 @dataclass(frozen=True)
 class GapTable:
-    """Row ``i``'s gaps are ``values[offsets[i]:offsets[i + 1]]`` (one row per record)."""
+    """Row ``i``'s gaps are ``values[starts[i]:starts[i] + lengths[i]]`` (one row per
+    record). Rows need not be in order, nor cover ``values``; they may overlap (the
+    simulator's rows are runs of its replicas' step-to-step gaps)."""
 
     values: np.ndarray
-    offsets: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
 
     def __post_init__(self) -> None:
-        if len(self.offsets) < 1 or self.offsets[0] != 0 or self.offsets[-1] != len(self.values):
-            raise ValueError("gap offsets must run from 0 to the number of values")
+        if len(self.starts) != len(self.lengths):
+            raise ValueError("a start and a length per row")
+        if len(self.starts) and ((self.starts < 0).any() or (self.starts + self.lengths > len(self.values)).any()):
+            raise ValueError("gap rows must lie inside the values")
 
     @classmethod
     def of_lengths(cls, values: np.ndarray, lengths: np.ndarray) -> GapTable:
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        return cls(np.asarray(values, dtype=float), offsets)
+        """Rows one after the other, of ``lengths`` gaps each."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        return cls(np.asarray(values, dtype=float), np.cumsum(lengths) - lengths, lengths)
 
     @classmethod
     def of_records(cls, records: Sequence[RequestRecord]) -> GapTable:
@@ -55,30 +62,68 @@ class GapTable:
         return cls.of_lengths(values, lengths)
 
     def __len__(self) -> int:
-        return len(self.offsets) - 1
+        return len(self.starts)
 
     @property
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
+    def total(self) -> int:
+        """Gaps in all rows."""
+        return int(self.lengths.sum())
 
     def row(self, i: int) -> np.ndarray:
-        return self.values[self.offsets[i]:self.offsets[i + 1]]
+        return self.values[self.starts[i]:self.starts[i] + self.lengths[i]]
+
+    def rows(self) -> Iterator[np.ndarray]:
+        """Each row's gaps, in order."""
+        values = self.values
+        return (values[a:a + n] for a, n in zip(self.starts.tolist(), self.lengths.tolist()))
+
+    def tolists(self) -> list[list[float]]:
+        """Each row as a list (what a record's ``itl_s`` holds)."""
+        return [row.tolist() for row in self.rows()]
 
     def select(self, rows: np.ndarray) -> GapTable:
         """The table of the rows where the boolean mask ``rows`` is true, in order."""
         rows = self._mask(rows)
-        if rows.all():
-            return self
-        lengths = self.lengths
-        return GapTable.of_lengths(self.values[np.repeat(rows, lengths)], lengths[rows])
+        return self if rows.all() else GapTable(self.values, self.starts[rows], self.lengths[rows])
 
     def blank(self, rows: np.ndarray) -> GapTable:
         """The same rows, those where the boolean mask ``rows`` is true emptied."""
         rows = self._mask(rows)
-        if not rows.any():
-            return self
-        lengths = self.lengths
-        return GapTable.of_lengths(self.values[np.repeat(~rows, lengths)], np.where(rows, 0, lengths))
+        return GapTable(self.values, self.starts, np.where(rows, 0, self.lengths)) if rows.any() else self
+
+    def gather(self, first: int = 0, end: int | None = None) -> np.ndarray:
+        """The gaps of rows ``first`` to ``end`` (excluded), row after row."""
+        starts, lengths = self.starts[first:end], self.lengths[first:end]
+        if not len(starts):
+            return np.zeros(0)
+        if _one_run(starts, lengths):
+            return self.values[starts[0]:starts[0] + int(lengths.sum())]
+        shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        return self.values[np.arange(len(shift)) + shift]
+
+    def flat(self) -> np.ndarray:
+        """Every row's gaps, row after row (gathered a block of rows at a time)."""
+        tiles = not len(self) or (self.starts[0] == 0 and _one_run(self.starts, self.lengths))
+        if tiles and self.total == len(self.values):
+            return self.values
+        out = np.empty(self.total)
+        done = 0
+        for first, end in self._blocks(self.lengths):
+            part = self.gather(first, end)
+            out[done:done + len(part)] = part
+            done += len(part)
+        return out
+
+    def value_counts(self) -> Counted:
+        """Every row's gaps as each value and the number of rows holding it (rows may
+        share values: a value counts once per row)."""
+        size = len(self.values) + 1
+        cover = np.bincount(self.starts, minlength=size) - np.bincount(self.starts + self.lengths, minlength=size)
+        return Counted(self.values, np.cumsum(cover)[:-1])
+
+    def _blocks(self, lengths: np.ndarray) -> Iterator[tuple[int, int]]:
+        step = max(1, _BLOCK_VALUES // max(1, int(lengths.max(initial=0))))
+        return ((first, min(first + step, len(self))) for first in range(0, len(self), step))
 
     def _mask(self, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows, dtype=bool)
@@ -86,10 +131,10 @@ class GapTable:
             raise ValueError(f"a mask of {len(self)} rows expected, got shape {rows.shape}")
         return rows
 
-    def tolists(self) -> list[list[float]]:
-        """Each row as a list (what a record's ``itl_s`` holds)."""
-        values, offsets = self.values.tolist(), self.offsets.tolist()
-        return [values[a:b] for a, b in zip(offsets, offsets[1:])]
+
+def _one_run(starts: np.ndarray, lengths: np.ndarray) -> bool:
+    """Whether the rows follow one another in the values."""
+    return bool((starts[1:] == starts[:-1] + lengths[:-1]).all())
 
 
 def segment_cumsum_blocks(firsts: np.ndarray, gaps: GapTable) -> Iterator[tuple[slice, np.ndarray]]:
@@ -100,17 +145,16 @@ def segment_cumsum_blocks(firsts: np.ndarray, gaps: GapTable) -> Iterator[tuple[
     firsts = np.asarray(firsts, dtype=float)
     if not len(firsts):
         return
-    lengths = gaps.lengths + 1
-    step = max(1, _BLOCK_VALUES // int(lengths.max()))
-    for row in range(0, len(firsts), step):
-        end = min(row + step, len(firsts))
-        counts = lengths[row:end]
-        columns = np.arange(int(counts.max()))
-        inside = columns[None, :] < counts[:, None]
-        cells = np.zeros(inside.shape)
-        cells[:, 0] = firsts[row:end]
-        cells[inside & (columns > 0)[None, :]] = gaps.values[gaps.offsets[row]:gaps.offsets[end]]
-        yield slice(row, end), np.cumsum(cells, axis=1)[inside]
+    values = gaps.values if len(gaps.values) else np.zeros(1)
+    for first, end in gaps._blocks(gaps.lengths + 1):
+        counts = gaps.lengths[first:end] + 1
+        width = int(counts.max())
+        cells = np.empty((end - first, width))
+        cells[:, 0] = firsts[first:end]
+        if width > 1:  # each row's gaps, then whatever follows them (summed after the row's end: never read)
+            cells[:, 1:] = values.take(gaps.starts[first:end, None] + np.arange(width - 1), mode="clip")
+        inside = np.arange(width) < counts[:, None]
+        yield slice(first, end), np.cumsum(cells, axis=1)[inside]
 
 
 def segment_cumsum(firsts: np.ndarray, gaps: GapTable) -> np.ndarray:

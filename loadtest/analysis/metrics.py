@@ -24,11 +24,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from loadtest.analysis.arrivals import arrivals_of
-from loadtest.analysis.gaps import GapTable
+from loadtest.analysis.columns import NONE, SOURCES, RecordColumns
 from loadtest.analysis.records import RequestRecord, TokenSource
 from loadtest.analysis.server_metrics import ServerSample, counter_delta
-from loadtest.analysis.slo import Metric, Objective, evaluate, request_meets, verdict_confidence
-from loadtest.analysis.stats import Distribution
+from loadtest.analysis.slo import Metric, Objective, evaluate, requests_meet, verdict_confidence
+from loadtest.analysis.stats import MAX_MEAN_BOOTSTRAP, Counted, Distribution
 from loadtest.analysis.summary import (
     GeneratorReport,
     Latency,
@@ -43,13 +43,7 @@ from loadtest.analysis.summary import (
     Validity,
     Window,
 )
-from loadtest.analysis.timeline import (
-    bin_width,
-    emissions_of,
-    prompt_tokens_between,
-    time_bins,
-    tokens_between,
-)
+from loadtest.analysis.timeline import bin_width, emissions_of, prompt_tokens_between, scan_emissions, time_bins
 from loadtest.profiles import OpenLoad, StagePlan
 
 MAX_LATE_FRACTION = 0.05  # more late arrivals than this: the schedule was not kept
@@ -64,95 +58,88 @@ def request_tpot(record: RequestRecord) -> float | None:
     return max(record.e2e_s - record.ttft_s, 0.0) / (record.output_tokens - 1)
 
 
-def split_by_window(
-    records: Sequence[RequestRecord], start: float, end: float
-) -> tuple[list[RequestRecord], int, int]:
+def split_by_window(records: RecordColumns, start: float, end: float) -> tuple[RecordColumns, int, int]:
     """(measured records, started before the window, started at or after its end)."""
-    measured = [r for r in records if start <= r.start_s < end]
-    before = sum(1 for r in records if r.start_s < start)
-    after = sum(1 for r in records if r.start_s >= end)
-    return measured, before, after
+    starts = records.start_s
+    measured = records.take((starts >= start) & (starts < end))
+    return measured, int((starts < start).sum()), int((starts >= end).sum())
 
 
-def measured_window(
-    measured: Sequence[RequestRecord], start: float, end: float, *, timed: bool
-) -> Window:
+def measured_window(measured: RecordColumns, start: float, end: float, *, timed: bool) -> Window:
     """The window the rates divide by (see the module docstring)."""
-    if not measured:
+    if not len(measured):
         stop = start if math.isinf(end) else end
         return Window(start_s=start, end_s=stop, duration_s=max(stop - start, 0.0))
-    last_end = max(r.end_s for r in measured)
+    last_end = float(measured.end_s.max())
     if timed:
         lo, hi = start, min(end, last_end)
     else:
-        lo, hi = max(start, min(r.start_s for r in measured)), last_end
+        lo, hi = max(start, float(measured.start_s.min())), last_end
     return Window(start_s=lo, end_s=hi, duration_s=max(hi - lo, 0.0))
 
 
-def latency_samples(ok: Sequence[RequestRecord], gaps: GapTable | None = None) -> dict[Metric, Sequence[float]]:
-    """The raw latency samples of successful requests, by metric (``gaps``: their gaps,
-    one row per record; default: each record's ``itl_s``). ITL's are an array."""
-    return {
-        Metric.TTFT: [r.ttft_s for r in ok if r.ttft_s is not None],
-        Metric.ITL: (GapTable.of_records(ok) if gaps is None else gaps).values,
-        Metric.TPOT: [t for r in ok if (t := request_tpot(r)) is not None],
-        Metric.E2E: [r.e2e_s for r in ok],
-    }
+def tpots(ok: RecordColumns) -> tuple[np.ndarray, np.ndarray]:
+    """Which records have a TPOT (:func:`request_tpot`) and, for those, its value."""
+    defined = ~np.isnan(ok.ttft_s) & (ok.output_tokens >= 2)
+    values = np.maximum(ok.e2e_s[defined] - ok.ttft_s[defined], 0.0) / (ok.output_tokens[defined] - 1)
+    return defined, values
 
 
-def latency_of(samples: dict[Metric, list[float]]) -> Latency:
+def latency_samples(ok: RecordColumns) -> dict[Metric, np.ndarray | Counted]:
+    """The raw latency samples of successful requests, by metric, in record order; but
+    more than :data:`MAX_MEAN_BOOTSTRAP` ITL samples come :class:`Counted` (tens of
+    millions: every figure of that many sorts them, none resamples their mean)."""
+    ttft = ok.ttft_s[~np.isnan(ok.ttft_s)]
+    itl = ok.gaps.flat() if ok.gaps.total <= MAX_MEAN_BOOTSTRAP else ok.gaps.value_counts()
+    return {Metric.TTFT: ttft, Metric.ITL: itl, Metric.TPOT: tpots(ok)[1], Metric.E2E: ok.e2e_s}
+
+
+def latency_of(samples: dict[Metric, np.ndarray | Counted]) -> Latency:
     """Latency distributions with their bootstrap intervals."""
     return Latency(**{m.value: Distribution.of(samples[m], intervals=True) for m in samples})
 
 
-def tokens_of(ok: Sequence[RequestRecord]) -> Tokens:
-    sources = Counter(r.token_source for r in ok)
+def tokens_of(ok: RecordColumns) -> Tokens:
+    output, prompt = ok.output_tokens, ok.prompt_tokens
+    sources = np.bincount(ok.token_source, minlength=len(SOURCES))
+    known_output = output != NONE
+    usage = ok.token_source == SOURCES.index(TokenSource.USAGE)
     return Tokens(
-        prompt_total=sum(r.prompt_tokens or 0 for r in ok),
-        output_total=sum(r.output_tokens or 0 for r in ok),
-        from_usage=sources[TokenSource.USAGE],
-        from_tokenizer=sources[TokenSource.TOKENIZER],
-        unknown=sources[TokenSource.NONE],
-        output_len=Distribution.of(r.output_tokens for r in ok if r.output_tokens is not None),
-        output_len_mismatches=sum(
-            1
-            for r in ok
-            if r.requested_output_tokens is not None
-            and r.output_tokens is not None
-            and r.output_tokens != r.requested_output_tokens
+        prompt_total=int(prompt[prompt != NONE].sum()),
+        output_total=int(output[known_output].sum()),
+        from_usage=int(sources[SOURCES.index(TokenSource.USAGE)]),
+        from_tokenizer=int(sources[SOURCES.index(TokenSource.TOKENIZER)]),
+        unknown=int(sources[SOURCES.index(TokenSource.NONE)]),
+        output_len=Distribution.of(output[known_output]),
+        output_len_mismatches=int(
+            ((ok.requested_output_tokens != NONE) & known_output & (output != ok.requested_output_tokens)).sum()
         ),
-        prompt_len_mismatches=sum(
-            1
-            for r in ok
-            if r.expected_prompt_tokens is not None
-            and r.token_source is TokenSource.USAGE
-            and r.prompt_tokens != r.expected_prompt_tokens
+        prompt_len_mismatches=int(
+            ((ok.expected_prompt_tokens != NONE) & usage & (prompt != ok.expected_prompt_tokens)).sum()
         ),
     )
+
+
+def good_requests(objectives: Sequence[Objective], ok: RecordColumns) -> int:
+    """Successful requests meeting every per-request objective (:func:`requests_meet`)."""
+    defined, values = tpots(ok)
+    tpot = np.full(len(ok), np.nan)
+    tpot[defined] = values
+    itls = ok.gaps if any(o.metric is Metric.ITL for o in objectives) else None
+    meets = requests_meet(objectives, ttft=ok.ttft_s, tpot=tpot, e2e=ok.e2e_s, itls=itls,
+                          output_known=ok.output_tokens != NONE)
+    return int(meets.sum())
 
 
 def slo_report(
     objectives: Sequence[Objective],
-    ok: Sequence[RequestRecord],
-    samples: dict[Metric, list[float]],
+    ok: RecordColumns,
+    samples: dict[Metric, np.ndarray | Counted],
     latency: Latency,
     counts: RequestCounts,
     window_s: float,
-    gaps: GapTable | None = None,
 ) -> SLOReport:
-    """Goodput and the verdicts (``gaps``: the ``ok`` records' gaps, one row per record;
-    default: each record's ``itl_s``)."""
-    if gaps is None or not any(o.metric is Metric.ITL for o in objectives):
-        itls: Sequence[Sequence[float]] = [r.itl_s for r in ok] if gaps is None else [()] * len(ok)
-    else:
-        itls = [gaps.row(i) for i in range(len(ok))]
-    good = sum(
-        1
-        for r, itl in zip(ok, itls)
-        if request_meets(
-            objectives, ttft=r.ttft_s, tpot=request_tpot(r), e2e=r.e2e_s, itl=itl, output_tokens=r.output_tokens
-        )
-    )
+    good = good_requests(objectives, ok)
     if not objectives:  # goodput is only defined against objectives
         return SLOReport(good_requests=good)
     figures = {m: getattr(latency, m.value) for m in samples}
@@ -187,7 +174,7 @@ def stage_server(samples: Sequence[ServerSample]) -> StageServer:
 
 
 def build_stage(
-    records: Sequence[RequestRecord],
+    records: Sequence[RequestRecord] | RecordColumns,
     *,
     plan: StagePlan,
     window: tuple[float, float],
@@ -200,29 +187,26 @@ def build_stage(
     max_error_rate: float | None = None,
     duration_s: float | None = None,
     max_requests: int | None = None,
-    gaps: GapTable | None = None,
 ) -> StageSummary:
-    """Every figure of one stage from its raw records. ``duration_s`` and ``max_requests``
-    are the stage's load limits (they decide how many arrivals were due). ``gaps``: the
-    records' inter-chunk gaps as one table (one row per record, in order; then their
-    ``itl_s`` is not read), else each record's ``itl_s``."""
-    gaps = GapTable.of_records(records) if gaps is None else gaps
-    if len(gaps) != len(records):
-        raise ValueError(f"{len(gaps)} gap rows for {len(records)} records")
-    start, end = window
-    ok_rows = np.fromiter((r.ok and start <= r.start_s < end for r in records), dtype=bool, count=len(records))
-    ok_gaps = gaps.select(ok_rows)
-    measured, before, after = split_by_window(records, *window)
-    ok = [r for r in measured if r.ok]
-    failed = [r for r in measured if not r.ok]
+    """Every figure of one stage from its raw records (or their :class:`RecordColumns`).
+    ``duration_s`` and ``max_requests`` are the stage's load limits (they decide how many
+    arrivals were due)."""
+    columns = records if isinstance(records, RecordColumns) else RecordColumns.of_records(records)
+    measured, before, after = split_by_window(columns, *window)
+    ok = measured.take(measured.ok)
+    failed = len(measured) - len(ok)
     win = measured_window(measured, *window, timed=timed)
-    samples = latency_samples(ok, ok_gaps)
+    samples = latency_samples(ok)
     latency = latency_of(samples)
     per_s = (lambda x: x / win.duration_s) if win.duration_s > 0 else (lambda x: None)
-    emissions = emissions_of(records, gaps)
-    out_tokens = tokens_between(records, win.start_s, win.end_s, emissions=emissions)
-    in_tokens = prompt_tokens_between(records, win.start_s, win.end_s)
-    completed = sum(1 for r in records if r.ok and win.start_s <= r.end_s <= win.end_s)
+    span = float(columns.end_s.max()) if len(columns) else 0.0
+    width = bin_width(span)
+    bins = (width, max(1, math.ceil(span / width)))
+    out_tokens, bin_tokens = scan_emissions(emissions_of(columns), window=(win.start_s, win.end_s), bins=bins)
+    in_tokens = prompt_tokens_between(columns, win.start_s, win.end_s)
+    all_ok = columns.ok
+    ends = columns.end_s
+    completed = int((all_ok & (ends >= win.start_s) & (ends <= win.end_s)).sum())
     throughput = Throughput(
         request_rate=per_s(len(ok)),
         completed_rate=per_s(completed),
@@ -230,25 +214,26 @@ def build_stage(
         input_tokens_per_s=per_s(in_tokens),
         total_tokens_per_s=per_s(out_tokens + in_tokens),
     )
-    all_output = sum(r.output_tokens or 0 for r in records if r.ok)
+    outputs = columns.output_tokens
+    all_output = int(outputs[all_ok & (outputs != NONE)].sum())
     if generator.cpu_seconds_load is not None and all_output:
         generator = generator.model_copy(
             update={"cpu_seconds_per_1k_tokens": generator.cpu_seconds_load / (all_output / 1000.0)}
         )
+    failed_kinds = (k for k, good in zip(measured.error_kind, measured.ok.tolist()) if not good and k)
     counts = RequestCounts(
-        sent=len(records),
+        sent=len(columns),
         measured=len(measured),
         ok=len(ok),
-        failed=len(failed),
+        failed=failed,
         excluded_warmup=before,
         excluded_cooldown=after,
-        errors=dict(sorted(Counter(r.error_kind for r in failed if r.error_kind).items())),
-        error_rate=len(failed) / len(measured) if measured else None,
+        errors=dict(sorted(Counter(failed_kinds).items())),
+        error_rate=failed / len(measured) if len(measured) else None,
     )
-    slo = slo_report(objectives, ok, samples, latency, counts, win.duration_s, ok_gaps)
+    slo = slo_report(objectives, ok, samples, latency, counts, win.duration_s)
     load = plan.load if isinstance(plan.load, OpenLoad) else None
-    arrivals = arrivals_of(records, load, duration_s=duration_s if timed else None, max_requests=max_requests)
-    span = max((r.end_s for r in records), default=0.0)
+    arrivals = arrivals_of(columns, load, duration_s=duration_s if timed else None, max_requests=max_requests)
     stage = StageSummary(
         index=plan.index,
         label=plan.label,
@@ -264,7 +249,7 @@ def build_stage(
         arrivals=arrivals,
         generator=generator,
         server=stage_server(server_samples),
-        timeline=time_bins(records, bin_width(span), emissions=emissions),
+        timeline=time_bins(columns, width, tokens=bin_tokens),
     )
     passed, reason = stage_verdict(stage, max_error_rate=max_error_rate)
     return stage.model_copy(update={"validity": stage_validity(stage), "passed": passed, "verdict_reason": reason})

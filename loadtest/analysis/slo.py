@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from loadtest.analysis.gaps import GapTable
 from loadtest.analysis.stats import Distribution, bootstrap, bootstrap_proportion, interval, mean, percentile
 from loadtest.errors import ConfigError, SLOError
 from loadtest.units import format_seconds, parse_duration, parse_fraction
@@ -290,6 +291,37 @@ def request_meets(
         if value > objective.threshold:
             return False
     return True
+
+
+def requests_meet(
+    objectives: Sequence[Objective],
+    *,
+    ttft: np.ndarray,
+    tpot: np.ndarray,
+    e2e: np.ndarray,
+    itls: GapTable | None,
+    output_known: np.ndarray,
+) -> np.ndarray:
+    """:func:`request_meets` of many successful requests at once (arrays, ``NaN`` for a
+    missing TTFT or TPOT; ``itls``: their gaps, needed with an ITL objective)."""
+    meets = np.ones(len(e2e), dtype=bool)
+    for objective in objectives:
+        metric, threshold = objective.metric, objective.threshold
+        if metric in SHARES:
+            continue
+        if metric is Metric.ITL:
+            if itls is None:
+                raise ValueError("an ITL objective needs the requests' gaps")
+            assert objective.stat is not None
+            stat = objective.stat
+            meets &= np.array([len(row) == 0 or not _request_stat(row, stat) > threshold for row in itls.rows()],
+                              dtype=bool)
+        elif metric is Metric.TPOT:
+            meets &= output_known & ~(tpot > threshold)  # NaN (no TPOT) compares false: met
+        else:
+            value = ttft if metric is Metric.TTFT else e2e
+            meets &= ~np.isnan(value) & ~(value > threshold)
+    return meets
 
 
 def _request_stat(values: Sequence[float] | np.ndarray, stat: Stat) -> float:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from loadtest.analysis.exact_sums import exact_sum
+from loadtest.analysis.exact_sums import exact_products, exact_sum
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0
@@ -56,6 +57,43 @@ def mean(values: Sequence[float] | np.ndarray) -> float:
     return math.fsum(values) / len(values)
 
 
+@dataclass(frozen=True)
+class Counted:
+    """Samples given as values and how many times each occurs, in no order. A
+    :class:`Distribution` and :func:`bootstrap` of them equal those of the values
+    repeated (the simulator's ITL gaps: each engine step's gap, once per request that
+    decoded across it: ~46M samples of an hour, ~450k distinct steps)."""
+
+    values: np.ndarray
+    counts: np.ndarray
+
+    def sorted(self) -> SortedCounts:
+        return SortedCounts(self)
+
+
+class SortedCounts:
+    """The sorted repetition of a :class:`Counted`, not materialised: element ``i`` is
+    the value whose run of copies holds position ``i``."""
+
+    def __init__(self, counted: Counted) -> None:
+        order = np.argsort(counted.values, kind="stable")
+        counts = np.asarray(counted.counts, dtype=np.int64)[order]
+        keep = counts > 0
+        self.values = np.asarray(counted.values, dtype=float)[order][keep]
+        self.counts = counts[keep]
+        self.ends = np.cumsum(self.counts)
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """The elements at ``positions`` (non-negative) of the sorted repetition."""
+        return self.values[np.searchsorted(self.ends, positions, side="right")]
+
+    def expand(self) -> np.ndarray:
+        return np.repeat(self.values, self.counts)
+
+
 def _sorted(data: np.ndarray) -> np.ndarray:
     """``data`` sorted (itself when it already is: a distribution's samples are sorted once)."""
     if len(data) > 1 and not (data[1:] >= data[:-1]).all():
@@ -63,8 +101,12 @@ def _sorted(data: np.ndarray) -> np.ndarray:
     return data
 
 
+def _take(data: np.ndarray | SortedCounts, positions: np.ndarray) -> np.ndarray:
+    return data.take(positions) if isinstance(data, SortedCounts) else data[positions]
+
+
 def bootstrap(
-    values: Sequence[float] | np.ndarray,
+    values: Sequence[float] | np.ndarray | Counted | SortedCounts,
     stat: str,
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
@@ -72,32 +114,59 @@ def bootstrap(
 ) -> np.ndarray | None:
     """``stat`` (``p<q>``, ``min``, ``max`` or ``mean``) of ``resamples`` bootstrap
     resamples of ``values``; ``None`` when not computed (no values, or a mean of more
-    than :data:`MAX_MEAN_BOOTSTRAP` values)."""
-    data = np.asarray(values, dtype=float)
+    than :data:`MAX_MEAN_BOOTSTRAP` values). Counted values resample as their sorted
+    repetition."""
+    if isinstance(values, Counted):
+        values = values.sorted()
+    data = values if isinstance(values, SortedCounts) else np.asarray(values, dtype=float)
     n = len(data)
     if n == 0 or (stat == "mean" and n > MAX_MEAN_BOOTSTRAP):
         return None
     rng = np.random.default_rng(seed)
     if stat == "mean":
+        if isinstance(data, SortedCounts):
+            data = data.expand()
         out = np.empty(resamples)
         batch = max(1, _BATCH_VALUES // n)
         for first in range(0, resamples, batch):
             size = min(batch, resamples - first)
             out[first : first + size] = data[rng.integers(0, n, size=(size, n))].mean(axis=1)
         return out
-    data = _sorted(data)
+    if not isinstance(data, SortedCounts):
+        data = _sorted(data)
     q = {"min": 0.0, "max": 100.0}.get(stat)
     q = float(stat[1:]) if q is None else q
     position = (n - 1) * q / 100.0
     k = math.floor(position) + 1  # the 1-based rank below the percentile
     weight = position - (k - 1)
     u = rng.beta(k, n - k + 1, size=resamples)
-    low = data[np.minimum((u * n).astype(np.int64), n - 1)]
+    low = _take(data, np.minimum((u * n).astype(np.int64), n - 1))
     if weight == 0.0 or k == n:
         return low
     u_next = u + (1.0 - u) * rng.beta(1, n - k, size=resamples)
-    high = data[np.minimum((u_next * n).astype(np.int64), n - 1)]
+    high = _take(data, np.minimum((u_next * n).astype(np.int64), n - 1))
     return low + (high - low) * weight
+
+
+def linear_percentiles(data: SortedCounts, qs: Sequence[float]) -> list[float]:
+    """:func:`percentiles` of a sorted repetition, by numpy's own steps for its
+    ``linear`` method (``numpy.lib._function_base_impl._quantile``: virtual index,
+    neighbours, ``_lerp``), so the same floats as on the materialised array."""
+    n = len(data)
+    quantiles = np.true_divide(np.asarray(qs, dtype=float), 100)
+    virtual = (n - 1) * quantiles
+    previous = np.floor(virtual)
+    following = previous + 1
+    above = virtual >= n - 1
+    previous[above] = n - 1  # numpy: index -1, and gamma from -1 (below: a == b, the gamma is moot)
+    following[above] = n - 1
+    gamma = virtual - np.where(above, -1.0, previous)
+    a = data.take(previous.astype(np.intp))
+    b = data.take(following.astype(np.intp))
+    diff = b - a
+    result = a + diff * gamma
+    np.subtract(b, diff * (1 - gamma), out=result, where=gamma >= 0.5)
+    return result.tolist()
 
 
 def bootstrap_proportion(
@@ -136,9 +205,11 @@ class Distribution(BaseModel):
     ci95: dict[str, tuple[float, float]] = {}
 
     @classmethod
-    def of(cls, values: Iterable[float], *, intervals: bool = False) -> Distribution:
+    def of(cls, values: Iterable[float] | Counted, *, intervals: bool = False) -> Distribution:
         """The distribution of ``values`` (NaN values are not allowed), with the 95%
         bootstrap intervals of :data:`INTERVAL_STATS` when ``intervals``."""
+        if isinstance(values, Counted):
+            return cls._of_counted(values.sorted(), intervals=intervals)
         if isinstance(values, np.ndarray):
             array = np.sort(values.astype(float, copy=False))
         else:
@@ -155,6 +226,23 @@ class Distribution(BaseModel):
         count, average, low, high = len(array), mean(array), float(array[0]), float(array[-1])
         p50, p90, p95, p99 = percentiles(array, (50.0, 90.0, 95.0, 99.0), overwrite=True)  # array is ours, used up
         return cls(count=count, mean=average, min=low, p50=p50, p90=p90, p95=p95, p99=p99, max=high, ci95=cis)
+
+    @classmethod
+    def _of_counted(cls, data: SortedCounts, *, intervals: bool) -> Distribution:
+        n = len(data)
+        if not n:
+            return cls()
+        if np.isnan(data.values[-1]):  # NaN sorts last
+            raise ValueError("NaN in samples")
+        cis = {}
+        if intervals:
+            for name in INTERVAL_STATS:
+                if (resampled := bootstrap(data, name)) is not None:
+                    cis[name] = interval(resampled)
+        average = math.fsum(exact_products(data.values, data.counts)) / n
+        p50, p90, p95, p99 = linear_percentiles(data, (50.0, 90.0, 95.0, 99.0))
+        return cls(count=n, mean=average, min=float(data.values[0]), p50=p50, p90=p90, p95=p95, p99=p99,
+                   max=float(data.values[-1]), ci95=cis)
 
     def stat(self, name: str) -> float | None:
         """One statistic by name: ``p50``, ``p90``, ``p95``, ``p99``, ``mean``, ``min``, ``max``."""

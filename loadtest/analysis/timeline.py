@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loadtest.analysis.columns import NONE, RecordColumns
 from loadtest.analysis.exact_sums import exact_products
 from loadtest.analysis.gaps import GapTable, segment_cumsum, segment_cumsum_blocks
 from loadtest.analysis.records import RequestRecord
@@ -69,54 +70,63 @@ class Emissions:
         return np.repeat(self.weights, self.counts)
 
 
-def emissions_of(records: Sequence[RequestRecord], gaps: GapTable | None = None) -> Emissions:
+def emissions_of(records: Sequence[RequestRecord] | RecordColumns) -> Emissions:
     """The :class:`Emissions` of ``records`` in the order of :func:`token_emissions`
     record after record (the times summed gap by gap as :func:`chunk_times` does, so they
-    are the same floats). ``gaps``: the records' gaps (:class:`GapTable`, one row per
-    record; default: each record's ``itl_s``)."""
-    mask = np.fromiter((r.ok and bool(r.output_tokens) for r in records), dtype=bool, count=len(records))
-    counted = [r for r, keep in zip(records, mask.tolist()) if keep]
-    table = GapTable.of_records(counted) if gaps is None else gaps.select(mask)
-    n = len(counted)
-    streamed = np.fromiter((r.ttft_s is not None for r in counted), dtype=bool, count=n)
-    firsts = np.fromiter((r.end_s if r.ttft_s is None else r.start_s + r.ttft_s for r in counted), dtype=float,
-                         count=n)
-    table = table.blank(~streamed)
-    counts = table.lengths + 1
-    weights = np.fromiter((r.output_tokens for r in counted), dtype=float, count=n) / counts
-    return Emissions(firsts, table, counts, weights)
+    are the same floats)."""
+    columns = _columns(records)
+    counted = columns.take(columns.ok & (columns.output_tokens > 0))
+    streamed = ~np.isnan(counted.ttft_s)
+    firsts = np.where(streamed, counted.start_s + counted.ttft_s, counted.end_s)
+    gaps = counted.gaps.blank(~streamed)
+    counts = gaps.lengths + 1
+    return Emissions(firsts, gaps, counts, counted.output_tokens / counts)
 
 
-def emission_arrays(records: Sequence[RequestRecord], gaps: GapTable | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Every emission of ``records`` as two arrays, times and tokens (:func:`emissions_of`)."""
-    emissions = emissions_of(records, gaps)
-    return emissions.times, emissions.chunk_weights
-
-
-def tokens_between(records: Sequence[RequestRecord], start: float, end: float, *,
+def tokens_between(records: Sequence[RequestRecord] | RecordColumns, start: float, end: float, *,
                    emissions: Emissions | None = None) -> float:
     """Output tokens streamed within ``[start, end]`` (``emissions``: the records'
     :func:`emissions_of`, when already computed). The sum is exactly rounded, as
     :func:`math.fsum` over every chunk's tokens."""
-    e = emissions_of(records) if emissions is None else emissions
-    inside_counts = np.zeros(len(e.counts), dtype=np.int64)
+    return scan_emissions(emissions_of(records) if emissions is None else emissions, window=(start, end))[0]
+
+
+def scan_emissions(e: Emissions, *, window: tuple[float, float] | None = None,
+                   bins: tuple[float, int] | None = None) -> tuple[float | None, np.ndarray | None]:
+    """In one pass over the chunk times: the tokens streamed within ``window`` (exactly
+    rounded, as :func:`math.fsum` over every chunk's tokens) and the tokens of each of
+    ``bins`` (width, count: each chunk's tokens added in order, as one
+    :func:`numpy.bincount` would; times past the last bin count in it)."""
+    inside_counts = np.zeros(len(e.counts), dtype=np.int64) if window is not None else None
+    tokens = np.zeros(bins[1]) if bins is not None else None
     for rows, times in e.blocks():
-        inside = (times >= start - EPSILON_S) & (times <= end + EPSILON_S)
         counts = e.counts[rows]
-        inside_counts[rows] = np.add.reduceat(inside, np.cumsum(counts) - counts, dtype=np.int64)
-    return math.fsum(exact_products(e.weights, inside_counts))
+        if window is not None:
+            inside = (times >= window[0] - EPSILON_S) & (times <= window[1] + EPSILON_S)
+            inside_counts[rows] = np.add.reduceat(inside, np.cumsum(counts) - counts, dtype=np.int64)
+        if bins is not None:
+            np.add.at(tokens, bin_index(times, *bins), np.repeat(e.weights[rows], counts))
+    within = math.fsum(exact_products(e.weights, inside_counts)) if window is not None else None
+    return within, tokens
 
 
-def prompt_tokens_between(records: Sequence[RequestRecord], start: float, end: float) -> float:
+def bin_index(times: np.ndarray, width_s: float, count: int) -> np.ndarray:
+    """The bin of each time (``floor(t / width)``, clipped to the bins; as integers: a
+    float clip costs ten times more)."""
+    index = np.floor_divide(times, width_s).astype(np.int64)
+    return index.clip(0, count - 1, out=index)
+
+
+def prompt_tokens_between(records: Sequence[RequestRecord] | RecordColumns, start: float, end: float) -> float:
     """Prompt tokens of successful requests whose prefill finished within ``[start, end]``."""
-    total = 0
-    for r in records:
-        if not r.ok or r.prompt_tokens is None:
-            continue
-        t = r.end_s if r.ttft_s is None else r.start_s + r.ttft_s
-        if start - EPSILON_S <= t <= end + EPSILON_S:
-            total += r.prompt_tokens
-    return float(total)
+    c = _columns(records)
+    prefilled = np.where(np.isnan(c.ttft_s), c.end_s, c.start_s + c.ttft_s)
+    inside = c.ok & (c.prompt_tokens != NONE) & (prefilled >= start - EPSILON_S) & (prefilled <= end + EPSILON_S)
+    return float(int(c.prompt_tokens[inside].sum()))
+
+
+def _columns(records: Sequence[RequestRecord] | RecordColumns) -> RecordColumns:
+    return records if isinstance(records, RecordColumns) else RecordColumns.of_records(records)
 
 
 def bin_width(span_s: float, max_bins: int = 120) -> float:
@@ -129,17 +139,20 @@ def bin_width(span_s: float, max_bins: int = 120) -> float:
     return width
 
 
-def time_bins(records: Sequence[RequestRecord], width_s: float, *,
-              emissions: Emissions | None = None) -> tuple[TimeBin, ...]:
+def time_bins(records: Sequence[RequestRecord] | RecordColumns, width_s: float, *,
+              emissions: Emissions | None = None, tokens: np.ndarray | None = None) -> tuple[TimeBin, ...]:
     """Per-bin counts, streamed output tokens/s and p95 TTFT/E2E of completions
-    (``emissions``: the records' :func:`emissions_of`, when already computed)."""
-    if not records:
+    (``emissions``: the records' :func:`emissions_of`; ``tokens``: the tokens of each
+    bin, :func:`scan_emissions`; when already computed)."""
+    c = _columns(records)
+    if not len(c):
         return ()
-    span = max(r.end_s for r in records)
+    ends = c.end_s
+    span = float(ends.max())
     count = max(1, math.ceil(span / width_s))
 
-    def index(t: np.ndarray) -> np.ndarray:  # clipped as integers: a float clip costs ten times more
-        return np.clip(np.floor_divide(t, width_s).astype(np.int64), 0, count - 1)
+    def index(t: np.ndarray) -> np.ndarray:
+        return bin_index(t, width_s, count)
 
     def per_bin(bins: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         return np.bincount(bins, weights=weights, minlength=count)
@@ -149,20 +162,16 @@ def time_bins(records: Sequence[RequestRecord], width_s: float, *,
         groups = np.split(values[order], np.cumsum(per_bin(bins))[:-1])
         return [percentile(g, 95.0) if len(g) else None for g in groups]
 
-    n = len(records)
-    ok = np.fromiter((r.ok for r in records), dtype=bool, count=n)
-    started = per_bin(index(np.fromiter((r.start_s for r in records), dtype=float, count=n)))
-    end_bin = index(np.fromiter((r.end_s for r in records), dtype=float, count=n))
-    done, done_bin = [r for r in records if r.ok], end_bin[ok]
-    e2e = np.fromiter((r.e2e_s for r in done), dtype=float, count=len(done))
-    ttft = np.fromiter((math.nan if r.ttft_s is None else r.ttft_s for r in done), dtype=float, count=len(done))
+    ok = c.ok
+    started = per_bin(index(c.start_s))
+    end_bin = index(ends)
+    done_bin = end_bin[ok]
+    e2e, ttft = c.e2e_s[ok], c.ttft_s[ok]
     streamed = ~np.isnan(ttft)
     ttft_p95, e2e_p95 = p95s(done_bin[streamed], ttft[streamed]), p95s(done_bin, e2e)
     completed, failed = per_bin(done_bin), per_bin(end_bin[~ok])
-    e = emissions_of(records) if emissions is None else emissions
-    tokens = np.zeros(count)
-    for rows, times in e.blocks():  # added chunk by chunk in order, as one bincount would
-        np.add.at(tokens, index(times), np.repeat(e.weights[rows], e.counts[rows]))
+    if tokens is None:
+        tokens = scan_emissions(emissions_of(c) if emissions is None else emissions, bins=(width_s, count))[1]
     return tuple(
         TimeBin(
             t=i * width_s,

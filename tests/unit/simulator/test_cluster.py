@@ -52,10 +52,10 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another():
 class SpyClusterSim(ClusterSim):
     """Records which replica each request was sent to."""
 
-    def _send(self, f, host):
+    def _send(self, f, host, *args):
         self.sent = getattr(self, "sent", [])
         self.sent.append((f.user, f.session, f.turn, host.id))
-        super()._send(f, host)
+        super()._send(f, host, *args)
 
 
 def test_the_session_policy_keeps_each_conversation_on_one_replica():

@@ -1,12 +1,23 @@
 """The simulator's traffic: synthetic workloads drawn straight as token ids give the
-plan the text path gives (build the text, tokenise it), id for id."""
+plan the text path gives (build the text, tokenise it), id for id; a traffic cache
+prepares each plan once."""
 
 import pytest
 
 from loadtest.cli import build_parser, config_from_args
 from loadtest.workloads.base import WorkloadContext
+from simulator.config import SimulationConfig
+from simulator.simulate import simulate
 from simulator.synthetic_ids import synthetic_id_plan
-from simulator.traffic import DEFAULT_MAX_TOKENS, StageTraffic, WordTokenizer, plan_ids, stage_traffic
+from simulator.traffic import (
+    DEFAULT_MAX_TOKENS,
+    StageTraffic,
+    TrafficCache,
+    WordTokenizer,
+    plan_ids,
+    stage_traffic,
+    tokenizer_loader,
+)
 
 WORKLOADS = [
     "random:input_len=300,output_len=40",
@@ -61,3 +72,34 @@ def test_prompts_grow_turn_by_turn_with_the_previous_answer():
     assert second[:len(first)] == first
     assert len(second) == len(first) + session.max_tokens[0] + 5 + len(session.turns[1])
     assert first[:30] == (1,) * 30 and first[30:] == session.turns[0]
+
+
+def test_a_traffic_cache_builds_each_plan_once_and_hands_out_fresh_traffic():
+    config = load_config("--workload", "random:input_len=40,output_len=4", "--requests", "30", "--seed", "5")
+    plan = config.profile.next_stage([])
+    cache = TrafficCache()
+    loader, _ = tokenizer_loader(config, None, cache=cache)
+    first = stage_traffic(config, plan, loader, cache=cache)
+    first.next_session()
+    again = stage_traffic(config, plan, loader, cache=cache)
+    assert cache.built == 1 and tokenizer_loader(config, None, cache=cache)[0] is loader
+    assert again.sessions == first.sessions and again.next_session() == 0  # its own cursor
+    stage_traffic(load_config("--workload", "random:input_len=40,output_len=4", "--requests", "30", "--seed", "6"),
+                  plan, loader, cache=cache)
+    assert cache.built == 2
+    assert stage_traffic(config, plan, tokenizer_loader(config, None)[0]).sessions == first.sessions
+
+
+def test_a_simulation_with_a_traffic_cache_is_the_same_simulation():
+    config = load_config("--model", "llama-3.3-70b-instruct", "--profile", "poisson:rate=4", "--workload",
+                         "random:input_len=200,output_len=30,spread=0.5", "--duration", "20s", "--slo", "ttft_p95=1s")
+    sim = SimulationConfig(hardware="h200", model="llama-3.3-70b-instruct", replicas=1, tensor_parallel=4)
+    cache = TrafficCache()
+
+    def figures(**kwargs) -> dict:
+        return simulate(config, sim, **kwargs).summary.stages[0].model_dump(exclude={"started_unix"})
+
+    plain = figures()
+    assert figures(traffic_cache=cache) == plain
+    assert figures(traffic_cache=cache) == plain
+    assert cache.built == 1

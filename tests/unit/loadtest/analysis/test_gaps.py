@@ -1,13 +1,16 @@
 """Gaps as one table: rows, selection, running sums as Python sums them,
 and stage figures from a table equal to those from each record's ``itl_s``."""
 
+from dataclasses import replace
 from itertools import accumulate, chain
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadtest.analysis import gaps as gaps_module
+from loadtest.analysis.columns import RecordColumns
 from loadtest.analysis.gaps import GapTable, segment_cumsum
 from loadtest.analysis.metrics import build_stage
 from loadtest.analysis.slo import parse_slos
@@ -45,16 +48,10 @@ def test_running_sums_are_the_floats_python_adds_up(arrays, block):
         gaps_module._BLOCK_VALUES = saved
 
 
-def test_one_row_per_record_or_a_clear_error():
-    records = [ok_record(0.0, 0.1, [0.1, 0.2])]
-    try:
-        build_stage(records, plan=StagePlan(index=0, label="x", load=ClosedLoad(users=1)), window=(0.0, 9.0),
-                    timed=False, objectives=(), started_unix=0.0, offset_s=0.0, generator=GeneratorReport(),
-                    gaps=GapTable.of_arrays([]))
-    except ValueError as exc:
-        assert "gap rows" in str(exc)
-    else:
-        raise AssertionError("a table of the wrong length was accepted")
+def test_columns_need_one_gap_row_per_record():
+    columns = RecordColumns.of_records([ok_record(0.0, 0.1, [0.1, 0.2])])
+    with pytest.raises(ValueError, match="different lengths"):
+        replace(columns, gaps=GapTable.of_arrays([]))
 
 
 instants = st.floats(0.0, 20.0)
@@ -74,10 +71,9 @@ def record(draw):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(record(), min_size=1, max_size=25), st.sampled_from(["", "itl_p90=80ms,ttft_p95=1s", "itl_max=0.3s",
                                                                       "itl_mean=0.2s,tpot_p99=0.3s"]))
-def test_figures_from_a_gap_table_equal_those_from_itl_lists(records, slos):
+def test_figures_from_columns_with_a_gap_table_equal_those_from_the_records(records, slos):
     common = dict(plan=StagePlan(index=0, label="x", load=ClosedLoad(users=3)), window=(1.0, 15.0), timed=True,
                   objectives=parse_slos(slos), started_unix=0.0, offset_s=0.0, generator=GeneratorReport())
-    from_lists = build_stage(records, **common)
-    table = GapTable.of_records(records)
-    bare = [r.model_copy(update={"itl_s": []}) for r in records]
-    assert build_stage(bare, gaps=table, **common) == from_lists
+    bare = RecordColumns.of_records([r.model_copy(update={"itl_s": []}) for r in records])
+    columns = replace(bare, gaps=GapTable.of_records(records))
+    assert build_stage(columns, **common) == build_stage(records, **common)

@@ -1,4 +1,4 @@
-"""Exact percentiles and distributions, checked against numpy and by hand."""
+"""Exact percentiles and distributions, checked against numpy and by hand; counted samples as their repetition."""
 
 import math
 
@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from loadtest.analysis.stats import (
     MAX_MEAN_BOOTSTRAP,
+    Counted,
     Distribution,
     bootstrap,
     bootstrap_proportion,
@@ -119,3 +120,27 @@ def test_distribution_intervals_only_when_asked():
         assert low <= dist.stat(name) <= high and low < high
     assert Distribution.of(values).ci95 == {}
     assert Distribution.model_validate_json(dist.model_dump_json()) == dist
+
+
+counted_pairs = st.lists(st.tuples(st.floats(0, 10, allow_nan=False), st.integers(0, 30)), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(counted_pairs)
+def test_counted_samples_summarise_as_their_repetition(pairs):
+    values = np.array([v for v, _ in pairs], dtype=float)
+    counts = np.array([c for _, c in pairs], dtype=np.int64)
+    repeated = np.repeat(values, counts)
+    assert Distribution.of(Counted(values, counts), intervals=True) == Distribution.of(repeated, intervals=True)
+    for stat in ("p50", "p99", "min", "max", "mean"):
+        counted, plain = bootstrap(Counted(values, counts), stat), bootstrap(np.sort(repeated), stat)
+        assert (counted is None and plain is None) or counted.tolist() == plain.tolist()
+
+
+def test_many_counted_samples_summarise_as_their_repetition():
+    rng = np.random.default_rng(3)
+    values = np.round(rng.gamma(2.0, 0.02, size=3000), 4)  # repeated values too
+    counts = rng.integers(0, 40, size=3000)
+    repeated = np.repeat(values, counts)
+    assert len(repeated) > MAX_MEAN_BOOTSTRAP
+    assert Distribution.of(Counted(values, counts), intervals=True) == Distribution.of(repeated, intervals=True)
