@@ -182,10 +182,10 @@ def run_series(result: SimulationResult, grid: np.ndarray) -> Series:
     timeline = np.array(result.stages[0].replica_timeline, dtype=float).reshape(-1, 2)
     at = np.searchsorted(timeline[:, 0], grid, side="right") - 1
     replicas = np.where(at >= 0, timeline[np.maximum(at, 0), 1], 0).astype(int)
-    records = result.stage_records[0].records  # without their token gaps: only start and end are needed
-    spans = [(r.start_s, r.start_s + r.e2e_s) for r in records if r.e2e_s is not None]
-    starts = np.sort(np.array([s for s, _ in spans]))
-    ends = np.sort(np.array([e for _, e in spans]))
+    columns = result.stage_records[0].columns
+    answered = ~np.isnan(columns.e2e_s)
+    starts = np.sort(columns.start_s[answered])
+    ends = np.sort(columns.end_s[answered])
     in_flight = np.searchsorted(starts, grid, side="right") - np.searchsorted(ends, grid, side="right")
     return Series(grid, replicas, in_flight)
 
