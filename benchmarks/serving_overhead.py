@@ -12,8 +12,13 @@ hops per chunk) and ``in-engine`` (the engine replica is the gateway: proxy -> e
 one hop; with ``--serve-env RAY_SERVE_ENABLE_HA_PROXY=1,...`` HAProxy replaces the
 Python proxy and no Ray hop is left).
 
+``--bare-beside-ray`` measures the bare server a second time with an idle Ray cluster
+and Serve (controller and HTTP proxy, no application) running beside it on the same
+cores: what Ray's mere presence costs an engine on this box, serveout's path aside.
+
     .venv/bin/python -m benchmarks.serving_overhead [--gateway-modes separate,in-engine]
-        [--stream-intervals 1,4] [--serve-env K=V,...] [--out results/serving_overhead.json]
+        [--stream-intervals 1,4] [--serve-env K=V,...] [--bare-beside-ray]
+        [--out results/serving_overhead.json]
 """
 
 from __future__ import annotations
@@ -62,6 +67,26 @@ def bare_vllm(port: int) -> dict:
             return measure(url)
 
 
+def bare_vllm_beside_ray(port: int, ray_http_port: int) -> dict:
+    """The bare server measured while an idle Ray cluster and Serve run on the same cores."""
+    with LocalCluster(ClusterOptions(http_port=ray_http_port)):
+        return bare_vllm(port)
+
+
+def presence_table(alone: dict, beside: dict) -> Table:
+    t = Table(title="bare vLLM server alone vs beside an idle Ray cluster + Serve (no application)")
+    for col in ("figure", "alone", "beside idle Ray", "beside / alone"):
+        t.add_column(col)
+    a1, b1, a16, b16 = alone["c1"], beside["c1"], alone["c16"], beside["c16"]
+    t.add_row("TTFT p50, c=1 (ms)", f"{a1.ttft_p50_ms:.1f}", f"{b1.ttft_p50_ms:.1f}",
+              f"+{b1.ttft_p50_ms - a1.ttft_p50_ms:.1f} ms")
+    t.add_row("output tok/s, c=1", f"{a1.output_tok_s:.1f}", f"{b1.output_tok_s:.1f}",
+              f"{b1.output_tok_s / a1.output_tok_s:.2f}")
+    t.add_row("output tok/s, c=16", f"{a16.output_tok_s:.0f}", f"{b16.output_tok_s:.0f}",
+              f"{b16.output_tok_s / a16.output_tok_s:.2f}")
+    return t
+
+
 def serveout_stack(port: int, modes: list[str], stream_intervals: list[int]) -> list[dict]:
     """serveout measured once per gateway mode and engine ``stream_interval`` (1 = a
     chunk per token)."""
@@ -108,19 +133,26 @@ def main() -> None:
                         help="serveout engine stream_interval values to measure (1 = same as bare vLLM)")
     parser.add_argument("--serve-env", default="", metavar="KEY=VALUE,...",
                         help="extra environment for serveout's Ray cluster (e.g. Serve's fast-path switches)")
+    parser.add_argument("--bare-beside-ray", action="store_true",
+                        help="also measure the bare server beside an idle Ray cluster and Serve")
     args = parser.parse_args()
     extra_env = dict(item.split("=", 1) for item in args.serve_env.split(",") if item)
     if os.geteuid() == 0 and not in_loopback_netns():
         reexec_in_loopback_netns(python_argv("benchmarks.serving_overhead", sys.argv[1:]))
     bare = bare_vllm(8100)
     os.environ.update(extra_env)  # before this process starts Ray: every Ray process inherits it
-    stacks = serveout_stack(8000, args.gateway_modes.split(","), [int(v) for v in args.stream_intervals.split(",")])
+    beside = bare_vllm_beside_ray(8100, 8000) if args.bare_beside_ray else None
+    modes = [m for m in args.gateway_modes.split(",") if m]
+    stacks = serveout_stack(8000, modes, [int(v) for v in args.stream_intervals.split(",")]) if modes else []
+    if beside:
+        console.print(presence_table(bare, beside))
     for stack in stacks:
         console.print(table(bare, stack))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     as_dict = lambda r: {k: asdict(v) if isinstance(v, RunFigures) else v for k, v in r.items()}
     args.out.write_text(json.dumps({"bare_vllm": as_dict(bare), "serve_env": extra_env,
-                                        "serveout": [as_dict(s) for s in stacks]}, indent=2))
+                                    "bare_vllm_beside_idle_ray": as_dict(beside) if beside else None,
+                                    "serveout": [as_dict(s) for s in stacks]}, indent=2))
     console.print(f"figures written to {args.out}")
 
 

@@ -6,10 +6,12 @@ machine are never targets on another):
 1. **Step times** (fit): ``benchmarks.step_time --quick`` drives one in-process vLLM
    engine through a grid of batches; ``simulator.calibration.fit_profile`` fits the
    ``cpu`` profile's efficiencies to them (``--step-times FILE`` reuses a file).
-2. **In the stack** (fit): one ``loadtest run`` at one user against the real stack
-   fits the profile's in-stack constants (:func:`fitted_stack_profile`): the jitter
-   and the slowdown of engine steps that share this machine's cores with the serving
-   path and the load generator.
+2. **In the stack** (fit): four ``loadtest run``s against the real stack (one user;
+   one user with long prompts; four users; two replicas) fit the profile's in-stack
+   constants (:func:`fitted_stack_profile`): what the serving path adds to a request,
+   the jitter and slowdown of engine steps that share this machine's cores with the
+   serving path and the load generator, the serving path's cost per streamed token, and
+   what each of two replicas gets of the machine.
 3. **Validation**: real stack runs neither fit saw (other rates, prompt and output
    lengths, a closed loop, 2 replicas, other routing policies), each also simulated
    with the same :class:`~loadtest.config.LoadTestConfig` and the fitted profile.
@@ -59,21 +61,22 @@ from simulator.simulate import simulate
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "smollm2-135m-instruct"
 RESULTS = REPO / "results"
-FIT_ROUNDS = 3  # the two slowdowns barely interact: three rounds settle them
+FIT_ROUNDS = 6  # coordinate-wise updates of the in-stack constants; six rounds settle them
 LOGNORMAL_P95_Z = 1.645  # a lognormal's p95 / p50 is exp(1.645 sigma)
 console = Console() if sys.stdout.isatty() else Console(width=170)
 
 
 @dataclass(frozen=True)
 class Case:
-    """One load test on one deployment; ``fit``: the run the in-stack constants are fitted to."""
+    """One load test on one deployment; ``fit``: which in-stack fit run it is (empty: a
+    validation case; see :func:`fitted_stack_profile`)."""
 
     name: str
     profile: str
     workload: str
     replicas: int = 1
     routing: str = "least-loaded"
-    fit: bool = False
+    fit: str = ""
 
     @property
     def deployment(self) -> tuple[int, str]:
@@ -81,12 +84,16 @@ class Case:
 
 
 RANDOM = "random:input_len={},output_len={}"
+BATCH_USERS = 4  # the fit run for the cost per sequence
 CASES = (  # loads this 2-core box carries without a growing queue (it prefills ~300-500 tok/s)
-    Case("fit: 1 user", "concurrency:users=1", RANDOM.format(128, 64), fit=True),
+    Case("fit: 1 user", "concurrency:users=1", RANDOM.format(128, 64), fit="base"),
+    Case("fit: 1 user, long prompts", "concurrency:users=1", RANDOM.format(512, 32), fit="long prompts"),
+    Case(f"fit: {BATCH_USERS} users", f"concurrency:users={BATCH_USERS}", RANDOM.format(128, 64), fit="batch"),
     Case("2 users", "concurrency:users=2", RANDOM.format(128, 64)),
     Case("poisson 0.5 rps", "poisson:rate=0.5", RANDOM.format(128, 64)),
     Case("poisson 1 rps, short prompts, long answers", "poisson:rate=1", RANDOM.format(32, 128)),
     Case("4 users, long prompts", "concurrency:users=4", RANDOM.format(512, 32)),
+    Case("fit: 2 replicas, 2 users", "concurrency:users=2", RANDOM.format(128, 64), replicas=2, fit="replicas"),
     Case("2 replicas, least-loaded", "poisson:rate=0.8", RANDOM.format(128, 64), replicas=2),
     Case("2 replicas, round-robin", "poisson:rate=0.8", RANDOM.format(128, 64), replicas=2, routing="round-robin"),
     Case("2 replicas, prefix-affinity, shared prefixes", "poisson:rate=0.8",
@@ -146,33 +153,84 @@ def fitted_step_profile(path: Path, catalog: ModelCatalog) -> HardwareProfile:
     return fit.profile
 
 
-def fitted_stack_profile(profile: HardwareProfile, case: Case, config: LoadTestConfig, real: Figures,
-                         path: Path) -> HardwareProfile:
-    """``profile`` with its in-stack constants fitted to the fit run ``real`` (one user:
-    each TTFT is one prefill step, compute-bound; each TPOT a mean over decode steps,
-    mostly fixed costs): the step noise (a lognormal's sigma from its TTFT p95 / p50),
-    then alternately the fixed-cost slowdown (its TPOT p50 over the simulator's) and the
-    compute slowdown (its TTFT p50 over the simulator's). Written to ``path``."""
-    source = (f"fitted: benchmarks.simulator_accuracy, `loadtest run --profile {case.profile} --workload "
-              f"{case.workload}` against the real stack")
-    noise = math.log((real.ttft_p95 or 1.0) / (real.ttft_p50 or 1.0)) / LOGNORMAL_P95_Z
-    fixed = compute = 1.0
+@dataclass(frozen=True)
+class FitRun:
+    """A fit case, its load-test config and its measured figures."""
 
-    def with_factors() -> HardwareProfile:
-        return profile.model_copy(update={
-            "serving_path_ms": None,
-            "in_stack_noise": Figure(value=max(noise, 0.0), source=f"{source}: ln(TTFT p95 / p50) / {LOGNORMAL_P95_Z}"),
-            "in_stack_slowdown": Figure(value=fixed, source=f"{source}: its TPOT p50 over the simulator's"),
-            "in_stack_compute_slowdown": Figure(value=compute, source=f"{source}: its TTFT p50 over the simulator's")})
+    case: Case
+    config: LoadTestConfig
+    real: Figures
+
+
+@dataclass
+class StackConstants:
+    """The in-stack constants of a CPU profile, as :func:`fitted_stack_profile` moves them."""
+
+    noise: float = 0.0
+    fixed: float = 1.0  # x the step and sequence overheads
+    compute: float = 1.0  # x the memory, compute and network terms
+    path_ms: float = 0.0  # the serving path's time per request
+    seq_us: float = 0.0  # per sequence per step
+    core_speedup: float = 2.0  # one replica on all cores over one core
+
+    def profile(self, base: HardwareProfile, source: dict[str, str]) -> HardwareProfile:
+        figure = lambda value, key: Figure(value=round(value, 4), source=source[key])  # noqa: E731
+        return base.model_copy(update={
+            "serving_path_ms": figure(self.path_ms, "base+long prompts"),
+            "in_stack_noise": figure(self.noise, "noise"),
+            "in_stack_slowdown": figure(self.fixed, "base"),
+            "in_stack_compute_slowdown": figure(self.compute, "base+long prompts"),
+            "in_stack_seq_us": figure(self.seq_us, "batch"),
+            "in_stack_core_speedup": figure(self.core_speedup, "replicas")})
+
+
+def fitted_stack_profile(profile: HardwareProfile, fits: dict[str, FitRun], path: Path) -> HardwareProfile:
+    """``profile`` with its in-stack constants fitted to the four fit runs (written to ``path``).
+
+    Each constant has the run that shows it best, and they are updated in turn, a few rounds:
+    - step noise: a lognormal's sigma from the one-user run's TTFT p95 / p50;
+    - fixed-cost slowdown: the one-user run's TPOT p50 (decode steps of one sequence);
+    - serving path and compute slowdown: the TTFT p50s of the one-user runs with short and
+      long prompts (one prefill each: a line through the two, ``path + k x engine``);
+    - the cost per sequence: the four-user run's TPOT p50 (its steps carry ~4 sequences);
+    - the core speed-up: the two-replica run's TPOT p50 (each replica on one core).
+    """
+    base, long, batch, replicas = (fits[k] for k in ("base", "long prompts", "batch", "replicas"))
+
+    def run_source(*runs: FitRun) -> str:
+        return "fitted: benchmarks.simulator_accuracy, " + "; ".join(
+            f"`loadtest run --profile {r.case.profile} --workload {r.case.workload}` on {r.case.replicas} "
+            f"replica(s)" for r in runs) + " against the real stack"
+
+    source = {"noise": f"{run_source(base)}: ln(TTFT p95 / p50) / {LOGNORMAL_P95_Z}",
+              "base": f"{run_source(base)}: its TPOT p50",
+              "base+long prompts": f"{run_source(base, long)}: their TTFT p50s",
+              "batch": f"{run_source(batch)}: its TPOT p50",
+              "replicas": f"{run_source(replicas)}: its TPOT p50"}
+    k = StackConstants(noise=max(math.log((base.real.ttft_p95 or 1.0) / (base.real.ttft_p50 or 1.0))
+                                 / LOGNORMAL_P95_Z, 0.0), core_speedup=float(profile.cores or 1))
+
+    def sim(run: FitRun) -> Figures:
+        write_profile(k.profile(profile, source), path)
+        return simulated(run.case, run.config, path)
 
     for _ in range(FIT_ROUNDS):
-        write_profile(with_factors(), path)
-        fixed *= (real.tpot_p50 or 0.0) / (simulated(case, config, path).tpot_p50 or 1.0)
-        write_profile(with_factors(), path)
-        compute *= (real.ttft_p50 or 0.0) / (simulated(case, config, path).ttft_p50 or 1.0)
-    fitted = with_factors()
+        k.fixed *= base.real.tpot_p50 / sim(base).tpot_p50
+        engine_short = sim(base).ttft_p50 - k.path_ms / 1e3
+        engine_long = sim(long).ttft_p50 - k.path_ms / 1e3
+        scale = (long.real.ttft_p50 - base.real.ttft_p50) / (engine_long - engine_short)
+        path_s = base.real.ttft_p50 - scale * engine_short
+        if path_s < 0:  # the line through the two crosses below zero: no serving path, one slope
+            path_s, scale = 0.0, base.real.ttft_p50 / engine_short
+        k.compute, k.path_ms = k.compute * scale, path_s * 1e3
+        k.seq_us = max(k.seq_us + (batch.real.tpot_p50 - sim(batch).tpot_p50) / BATCH_USERS * 1e6, 0.0)
+        k.core_speedup = min(max(k.core_speedup * replicas.real.tpot_p50 / sim(replicas).tpot_p50, 1.0),
+                             float(profile.cores or 1))
+    fitted = k.profile(profile, source)
     write_profile(fitted, path)
-    console.print(f"in-stack fit: step noise sigma {noise:.3f}, fixed costs x{fixed:.2f}, compute x{compute:.2f}")
+    console.print(f"in-stack fit: serving path {k.path_ms:.0f} ms, step noise sigma {k.noise:.3f}, fixed costs "
+                  f"x{k.fixed:.2f}, compute x{k.compute:.2f}, {k.seq_us:.0f} us per sequence per step, "
+                  f"core speed-up x{k.core_speedup:.2f}")
     return fitted
 
 
@@ -213,7 +271,7 @@ def table(rows: list[dict]) -> Table:
             err = error_pct(p, m)
             cells.append("-" if p is None or m is None else
                          f"{p * scale:.1f} / {m * scale:.1f} ({err:+.0f}%)" if err is not None else "-")
-        t.add_row(("[dim](fit)[/] " if row["fit"] else "") + row["case"],
+        t.add_row(row["case"],
                   f"{row['predicted']['ok']} / {row['measured']['ok']}", *cells)
     return t
 
@@ -258,7 +316,7 @@ def main() -> None:
     parser.add_argument("--step-times", type=Path, help="reuse a step-time file instead of measuring one")
     parser.add_argument("--measured", type=Path,
                         help="reuse the real runs of an earlier results file (predict again, measure nothing)")
-    parser.add_argument("--cases", help="comma-separated case names to run (default: all; the fit case always runs)")
+    parser.add_argument("--cases", help="comma-separated case names to run (default: all; the fit cases always run)")
     parser.add_argument("--duration", type=float, default=60.0, help="measured seconds per case")
     parser.add_argument("--warmup", type=float, default=10.0, help="warm-up seconds per case")
     parser.add_argument("--port", type=int, default=8000)
@@ -274,6 +332,8 @@ def main() -> None:
     profile = fitted_step_profile(step_times, catalog)
     if args.measured:
         real = previously_measured(args.measured)
+        if missing := [c.name for c in cases if c.fit and c.name not in real]:
+            parser.error(f"{args.measured} has no real run of the fit case(s) {', '.join(missing)}")
         cases = [c for c in cases if c.name in real]
     else:
         console.print("[bold]2/3[/] real stack runs")
@@ -283,8 +343,8 @@ def main() -> None:
     profile_path = RESULTS / "cpu-fitted.yaml"
     config_of = {c.name: loadtest_config(c, "http://simulated.invalid", model_path, args.duration, args.warmup)
                  for c in cases}
-    fit_case = next(c for c in cases if c.fit)
-    profile = fitted_stack_profile(profile, fit_case, config_of[fit_case.name], real[fit_case.name], profile_path)
+    fits = {c.fit: FitRun(c, config_of[c.name], real[c.name]) for c in cases if c.fit}
+    profile = fitted_stack_profile(profile, fits, profile_path)
     rows = [{"case": c.name, "fit": c.fit, **asdict(c), "measured": asdict(real[c.name]),
              "predicted": asdict(simulated(c, config_of[c.name], profile_path))} for c in cases]
     console.print(table(rows))

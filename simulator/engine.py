@@ -83,7 +83,7 @@ def replica_setup(sim: SimulationConfig) -> ReplicaSetup:
     ranks = most * tp
     step_model = StepTimeModel(spec.architecture, hardware, tensor_parallel=tp, dtype=str(spec.dtype),
                                ranks_on_node=ranks, slowdown=hardware.step_slowdown,
-                               noise=hardware.step_noise)
+                               seq_s=hardware.step_seq_s, noise=hardware.step_noise)
     block_size = engine.block_size or hardware.defaults.block_size
     batched = engine.max_num_batched_tokens or hardware.defaults.max_num_batched_tokens * (
         tp if hardware.kind is HardwareKind.CPU else 1)

@@ -75,6 +75,12 @@ class HardwareProfile(_Strict):
                           "the load generator share the engine's cores); none: 1")
     in_stack_compute_slowdown: Figure | None = Field(
         None, description="the same for the memory, compute and network terms; none: 1")
+    in_stack_seq_us: Figure | None = Field(
+        None, description="extra microseconds per sequence per engine step inside the stack: the serving "
+                          "path's CPU for each streamed token, taken from the engine's cores (CPU); none: 0")
+    in_stack_core_speedup: Figure | None = Field(
+        None, description="CPU: how many times faster one replica runs inside the stack on all `cores` than on "
+                          "one core (sets what each of several replicas on the machine gets); none: `cores`")
     in_stack_noise: Figure | None = Field(
         None, description="sigma of a mean-1 lognormal factor on each engine step inside the stack (the "
                           "jitter of a shared machine); none: 0, every step as the model says")
@@ -96,6 +102,11 @@ class HardwareProfile(_Strict):
         return value(self.in_stack_compute_slowdown), value(self.in_stack_slowdown)
 
     @property
+    def step_seq_s(self) -> float:
+        """Seconds each sequence adds to a step inside the stack, on top of the model's."""
+        return self.in_stack_seq_us.value * 1e-6 if self.in_stack_seq_us else 0.0
+
+    @property
     def step_noise(self) -> float:
         return self.in_stack_noise.value if self.in_stack_noise else 0.0
 
@@ -104,11 +115,18 @@ class HardwareProfile(_Strict):
         return self.serving_path_ms.value / 1e3 if self.serving_path_ms else 0.0
 
     def rank_share(self, ranks: int) -> float:
-        """The share of the profile's figures one of ``ranks`` ranks gets (CPU: the cores
-        are split between the ranks on the machine; GPU: each rank has its own device)."""
+        """The share of the profile's figures one of ``ranks`` ranks gets (GPU: each rank
+        has its own device; CPU: the cores are split between the ranks on the machine, and
+        a rank on ``c`` of the ``cores`` runs ``1 + (c - 1) (s - 1) / (cores - 1)`` times as
+        fast as on one, ``s`` = :attr:`in_stack_core_speedup`: linear by default)."""
         if self.kind is HardwareKind.GPU:
             return 1.0
-        return 1.0 / max(1, min(ranks, self.cores or ranks))
+        cores = self.cores or ranks
+        if ranks <= 1 or cores <= 1:
+            return 1.0
+        speedup = self.in_stack_core_speedup.value if self.in_stack_core_speedup else float(cores)
+        speed = lambda c: 1.0 + (c - 1.0) * (speedup - 1.0) / (cores - 1.0)  # noqa: E731
+        return speed(max(cores / ranks, 1.0)) / speed(cores)  # more ranks than cores: as many as cores
 
     def assumptions(self) -> list[str]:
         """The names of the figures marked ``assumed``."""

@@ -385,5 +385,7 @@ class Replica:
         times = self._times
         if len(seq.segments) == 1:
             a, n = seq.segments[0]
-            return times[a:a + n]
+            view = times[a:a + n]
+            view.flags.writeable = False
+            return view
         return np.concatenate([times[a:a + n] for a, n in seq.segments])

@@ -50,7 +50,8 @@ class StepTimeModel:
 
     def __init__(self, arch: ModelArchitecture, hardware: HardwareProfile, *, tensor_parallel: int,
                  dtype: str, ranks_on_node: int | None = None, efficiency: Efficiencies | None = None,
-                 slowdown: tuple[float, float] = (1.0, 1.0), noise: float = 0.0, seed: int = 0) -> None:
+                 slowdown: tuple[float, float] = (1.0, 1.0), seq_s: float = 0.0, noise: float = 0.0,
+                 seed: int = 0) -> None:
         self.arch, self.hardware, self.tp = arch, hardware, tensor_parallel
         self.noise = noise  # sigma of a mean-1 lognormal factor on each step (0: deterministic)
         self._rng = np.random.default_rng(seed)
@@ -76,6 +77,7 @@ class StepTimeModel:
             1.0 / eff.memory.value, 1.0 / eff.compute.value, 1.0 / eff.network.value,
             eff.allreduce_latency_us.value * 1e-6, eff.step_overhead_ms.value * 1e-3, eff.seq_overhead_us.value * 1e-6,
         ]) * np.repeat(slowdown, 3)  # (memory, compute, network), (all-reduces, step, sequences)
+        self.coefficients[5] += seq_s  # the serving path's cost per sequence in the stack (a CPU profile's)
         self._scalars = self.coefficients.tolist()
 
     def features(self, prefill_tokens, decode_seqs, context_tokens, num_seqs) -> np.ndarray:

@@ -116,7 +116,7 @@ def slot_waits(records: Sequence[RequestRecord] | RecordColumns) -> int:
     user takes the next arrival at once; so an arrival taken by a user still busy with its
     previous request at the scheduled time found every slot busy.
     """
-    c = records if isinstance(records, RecordColumns) else RecordColumns.of_records(records)
+    c = RecordColumns.of(records)
     order = np.lexsort((c.start_s, c.user))  # by user, then start (stable, as sorting each user's own)
     users, scheduled, ends = c.user[order].tolist(), c.scheduled_s[order].tolist(), c.end_s[order].tolist()
     waits = 0
@@ -139,7 +139,7 @@ def arrivals_of(
 ) -> Arrivals:
     """How an open-loop stage kept its schedule (``duration_s``: the stage's load time,
     needed for the arrivals due and dropped and the achieved rate)."""
-    c = records if isinstance(records, RecordColumns) else RecordColumns.of_records(records)
+    c = RecordColumns.of(records)
     scheduled = ~np.isnan(c.scheduled_s)
     lags = np.sort(np.maximum(0.0, c.start_s[scheduled] - c.scheduled_s[scheduled]))
     if load is None and not len(lags):

@@ -69,6 +69,11 @@ class RecordColumns:
         return RecordColumns(**arrays, error_kind=kinds, gaps=self.gaps.select(rows))
 
     @classmethod
+    def of(cls, records: Sequence[RequestRecord] | RecordColumns) -> RecordColumns:
+        """``records`` as columns (columns as they are)."""
+        return records if isinstance(records, RecordColumns) else cls.of_records(records)
+
+    @classmethod
     def of_records(cls, records: Sequence[RequestRecord]) -> RecordColumns:
         """The columns of ``records`` (their gaps from each one's ``itl_s``)."""
         n = len(records)

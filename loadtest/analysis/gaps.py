@@ -37,7 +37,8 @@ class GapTable:
     def __post_init__(self) -> None:
         if len(self.starts) != len(self.lengths):
             raise ValueError("a start and a length per row")
-        if len(self.starts) and ((self.starts < 0).any() or (self.starts + self.lengths > len(self.values)).any()):
+        if len(self.starts) and ((self.starts < 0).any() or (self.lengths < 0).any()
+                                 or (self.starts + self.lengths > len(self.values)).any()):
             raise ValueError("gap rows must lie inside the values")
 
     @classmethod
@@ -68,9 +69,6 @@ class GapTable:
     def total(self) -> int:
         """Gaps in all rows."""
         return int(self.lengths.sum())
-
-    def row(self, i: int) -> np.ndarray:
-        return self.values[self.starts[i]:self.starts[i] + self.lengths[i]]
 
     def rows(self) -> Iterator[np.ndarray]:
         """Each row's gaps, in order."""
@@ -155,9 +153,3 @@ def segment_cumsum_blocks(firsts: np.ndarray, gaps: GapTable) -> Iterator[tuple[
             cells[:, 1:] = values.take(gaps.starts[first:end, None] + np.arange(width - 1), mode="clip")
         inside = np.arange(width) < counts[:, None]
         yield slice(first, end), np.cumsum(cells, axis=1)[inside]
-
-
-def segment_cumsum(firsts: np.ndarray, gaps: GapTable) -> np.ndarray:
-    """Every block of :func:`segment_cumsum_blocks`, as one array."""
-    parts = [sums for _, sums in segment_cumsum_blocks(firsts, gaps)]
-    return np.concatenate(parts) if parts else np.zeros(0)

@@ -87,10 +87,14 @@ def tpots(ok: RecordColumns) -> tuple[np.ndarray, np.ndarray]:
 
 def latency_samples(ok: RecordColumns) -> dict[Metric, np.ndarray | Counted]:
     """The raw latency samples of successful requests, by metric, in record order; but
-    more than :data:`MAX_MEAN_BOOTSTRAP` ITL samples come :class:`Counted` (tens of
-    millions: every figure of that many sorts them, none resamples their mean)."""
+    ITL samples whose rows share gaps (the simulator's: tens of millions of samples over
+    far fewer values) come :class:`Counted` when there are more than
+    :data:`MAX_MEAN_BOOTSTRAP` (every figure of that many sorts them, none resamples
+    their mean)."""
     ttft = ok.ttft_s[~np.isnan(ok.ttft_s)]
-    itl = ok.gaps.flat() if ok.gaps.total <= MAX_MEAN_BOOTSTRAP else ok.gaps.value_counts()
+    gaps = ok.gaps
+    shared = gaps.total > max(len(gaps.values), MAX_MEAN_BOOTSTRAP)
+    itl = gaps.value_counts() if shared else gaps.flat()
     return {Metric.TTFT: ttft, Metric.ITL: itl, Metric.TPOT: tpots(ok)[1], Metric.E2E: ok.e2e_s}
 
 
@@ -191,7 +195,7 @@ def build_stage(
     """Every figure of one stage from its raw records (or their :class:`RecordColumns`).
     ``duration_s`` and ``max_requests`` are the stage's load limits (they decide how many
     arrivals were due)."""
-    columns = records if isinstance(records, RecordColumns) else RecordColumns.of_records(records)
+    columns = RecordColumns.of(records)
     measured, before, after = split_by_window(columns, *window)
     ok = measured.take(measured.ok)
     failed = len(measured) - len(ok)

@@ -15,7 +15,7 @@ import numpy as np
 
 from loadtest.analysis.columns import NONE, RecordColumns
 from loadtest.analysis.exact_sums import exact_products
-from loadtest.analysis.gaps import GapTable, segment_cumsum, segment_cumsum_blocks
+from loadtest.analysis.gaps import GapTable, segment_cumsum_blocks
 from loadtest.analysis.records import RequestRecord
 from loadtest.analysis.stats import percentile
 from loadtest.analysis.summary import TimeBin
@@ -59,22 +59,12 @@ class Emissions:
         """``(records, their chunk times)``, a block of records at a time, in order."""
         return segment_cumsum_blocks(self.firsts, self.gaps)
 
-    @property
-    def times(self) -> np.ndarray:
-        """Every chunk's time."""
-        return segment_cumsum(self.firsts, self.gaps)
-
-    @property
-    def chunk_weights(self) -> np.ndarray:
-        """Every chunk's tokens (its record's weight)."""
-        return np.repeat(self.weights, self.counts)
-
 
 def emissions_of(records: Sequence[RequestRecord] | RecordColumns) -> Emissions:
     """The :class:`Emissions` of ``records`` in the order of :func:`token_emissions`
     record after record (the times summed gap by gap as :func:`chunk_times` does, so they
     are the same floats)."""
-    columns = _columns(records)
+    columns = RecordColumns.of(records)
     counted = columns.take(columns.ok & (columns.output_tokens > 0))
     streamed = ~np.isnan(counted.ttft_s)
     firsts = np.where(streamed, counted.start_s + counted.ttft_s, counted.end_s)
@@ -119,14 +109,10 @@ def bin_index(times: np.ndarray, width_s: float, count: int) -> np.ndarray:
 
 def prompt_tokens_between(records: Sequence[RequestRecord] | RecordColumns, start: float, end: float) -> float:
     """Prompt tokens of successful requests whose prefill finished within ``[start, end]``."""
-    c = _columns(records)
+    c = RecordColumns.of(records)
     prefilled = np.where(np.isnan(c.ttft_s), c.end_s, c.start_s + c.ttft_s)
     inside = c.ok & (c.prompt_tokens != NONE) & (prefilled >= start - EPSILON_S) & (prefilled <= end + EPSILON_S)
     return float(int(c.prompt_tokens[inside].sum()))
-
-
-def _columns(records: Sequence[RequestRecord] | RecordColumns) -> RecordColumns:
-    return records if isinstance(records, RecordColumns) else RecordColumns.of_records(records)
 
 
 def bin_width(span_s: float, max_bins: int = 120) -> float:
@@ -144,7 +130,7 @@ def time_bins(records: Sequence[RequestRecord] | RecordColumns, width_s: float, 
     """Per-bin counts, streamed output tokens/s and p95 TTFT/E2E of completions
     (``emissions``: the records' :func:`emissions_of`; ``tokens``: the tokens of each
     bin, :func:`scan_emissions`; when already computed)."""
-    c = _columns(records)
+    c = RecordColumns.of(records)
     if not len(c):
         return ()
     ends = c.end_s
