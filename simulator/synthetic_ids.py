@@ -11,7 +11,7 @@ their ids: the plan is the one the text path gives, id for id
 (``tests/unit/simulator/test_traffic.py`` holds each workload to it), without the text.
 
 The draws mirror ``build`` of :class:`RandomWorkload`, :class:`SharedPrefixWorkload` and
-:class:`MultiTurnWorkload` (lengths from the workload's own ``_lengths``); another
+:class:`MultiTurnWorkload` (lengths from the workload's own ``draw_lengths``); another
 workload, or another tokenizer, takes the text path.
 """
 
@@ -93,15 +93,9 @@ def synthetic_id_plan(workload, count: int, ctx: WorkloadContext) -> IdPlan | No
     return None
 
 
-def _random(w: RandomWorkload, count: int, ctx: WorkloadContext, tokenizer) -> IdPlan | None:
-    rng = np.random.default_rng(ctx.seed)
+def _random(w: RandomWorkload, count: int, ctx: WorkloadContext, tokenizer) -> IdPlan:
     overhead = prompt_overhead(tokenizer, chat=ctx.chat)
-    inputs = w._lengths(w.input_len, rng, count)
-    outputs = w._lengths(w.output_len, rng, count)
-    if w.include_template:
-        inputs = inputs - overhead
-        if (inputs < 1).any():
-            return None
+    inputs, outputs = w.draw_lengths(count, ctx.seed, overhead)
     ids = WordDraws(tokenizer, ctx.seed + 1).ids(inputs.tolist())
     return IdPlan(tuple(
         IdSession((t,), (o,), expected_prompt_tokens=n + overhead)
@@ -110,13 +104,10 @@ def _random(w: RandomWorkload, count: int, ctx: WorkloadContext, tokenizer) -> I
 
 
 def _shared_prefix(w: SharedPrefixWorkload, count: int, ctx: WorkloadContext, tokenizer) -> IdPlan:
-    rng = np.random.default_rng(ctx.seed)
     draws = WordDraws(tokenizer, ctx.seed + 1)
     texts, systems = draws.texts_and_ids([w.prefix_len] * w.num_prefixes)
     overhead = prompt_overhead(tokenizer, chat=ctx.chat, system=texts[0])
-    picks = rng.integers(0, w.num_prefixes, size=count)
-    questions = w._lengths(w.question_len, rng, count)
-    outputs = w._lengths(w.output_len, rng, count)
+    picks, questions, outputs = w.draw_lengths(count, ctx.seed)
     ids = draws.ids(questions.tolist())
     sessions = tuple(
         IdSession((t,), (o,), system=p, expected_prompt_tokens=w.prefix_len + q + overhead)
@@ -126,13 +117,10 @@ def _shared_prefix(w: SharedPrefixWorkload, count: int, ctx: WorkloadContext, to
 
 
 def _multi_turn(w: MultiTurnWorkload, count: int, ctx: WorkloadContext, tokenizer) -> IdPlan:
-    rng = np.random.default_rng(ctx.seed)
     draws = WordDraws(tokenizer, ctx.seed + 1)
     texts, systems = draws.texts_and_ids([w.system_len]) if w.system_len else ([], [])
     overhead = prompt_overhead(tokenizer, chat=ctx.chat, system=texts[0] if texts else None)
-    n = count * w.turns
-    inputs = w._lengths(w.input_len, rng, n).tolist()
-    outputs = w._lengths(w.output_len, rng, n).tolist()
+    inputs, outputs = (a.tolist() for a in w.draw_lengths(count, ctx.seed))
     ids = draws.ids(inputs)
     system = 0 if systems else None
     sessions = []

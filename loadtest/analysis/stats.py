@@ -185,6 +185,12 @@ def interval(resampled: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def intervals_of(samples: np.ndarray | SortedCounts) -> dict[str, tuple[float, float]]:
+    """The 95% bootstrap interval of each of :data:`INTERVAL_STATS` that has one."""
+    return {name: interval(resampled) for name in INTERVAL_STATS
+            if (resampled := bootstrap(samples, name)) is not None}
+
+
 class Distribution(BaseModel):
     """Summary of one latency (or other) sample set; all fields ``None`` when empty.
 
@@ -218,11 +224,7 @@ class Distribution(BaseModel):
             return cls()
         if np.isnan(array[-1]):  # NaN sorts last
             raise ValueError("NaN in samples")
-        cis = {}
-        if intervals:
-            for name in INTERVAL_STATS:
-                if (resampled := bootstrap(array, name)) is not None:
-                    cis[name] = interval(resampled)
+        cis = intervals_of(array) if intervals else {}
         count, average, low, high = len(array), mean(array), float(array[0]), float(array[-1])
         p50, p90, p95, p99 = percentiles(array, (50.0, 90.0, 95.0, 99.0), overwrite=True)  # array is ours, used up
         return cls(count=count, mean=average, min=low, p50=p50, p90=p90, p95=p95, p99=p99, max=high, ci95=cis)
@@ -234,11 +236,7 @@ class Distribution(BaseModel):
             return cls()
         if np.isnan(data.values[-1]):  # NaN sorts last
             raise ValueError("NaN in samples")
-        cis = {}
-        if intervals:
-            for name in INTERVAL_STATS:
-                if (resampled := bootstrap(data, name)) is not None:
-                    cis[name] = interval(resampled)
+        cis = intervals_of(data) if intervals else {}
         average = math.fsum(exact_products(data.values, data.counts)) / n
         p50, p90, p95, p99 = linear_percentiles(data, (50.0, 90.0, 95.0, 99.0))
         return cls(count=n, mean=average, min=float(data.values[0]), p50=p50, p90=p90, p95=p95, p99=p99,

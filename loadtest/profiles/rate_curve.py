@@ -39,25 +39,29 @@ def check_knots(knots: Sequence[tuple[float, float]]) -> None:
         raise ValueError("a rate curve must offer some load (its mean rate is 0)")
 
 
+def knot_arrays(knots: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """The knots' fractions and rates, as two float arrays."""
+    array = np.asarray(knots, dtype=float).reshape(-1, 2)
+    return array[:, 0], array[:, 1]
+
+
 def mean_rate(knots: Sequence[tuple[float, float]]) -> float:
     """The curve's mean rate over the stage (requests/s)."""
-    f = np.array([k[0] for k in knots], dtype=float)
-    r = np.array([k[1] for k in knots], dtype=float)
+    f, r = knot_arrays(knots)
     return float(np.sum(0.5 * (r[:-1] + r[1:]) * np.diff(f)))
 
 
 def rate_at(knots: Sequence[tuple[float, float]], t_s: np.ndarray | float, duration_s: float) -> np.ndarray:
     """The offered rate at stage times ``t_s`` (requests/s)."""
-    f = np.array([k[0] for k in knots], dtype=float)
-    r = np.array([k[1] for k in knots], dtype=float)
+    f, r = knot_arrays(knots)
     return np.interp(np.asarray(t_s, dtype=float) / duration_s, f, r)
 
 
 def follow_curve(times: np.ndarray, knots: Sequence[tuple[float, float]], duration_s: float) -> np.ndarray:
     """Arrival offsets of a normalised schedule at the curve's mean rate over ``duration_s``,
     moved so their rate follows the curve (same order, same count)."""
-    x = np.array([k[0] for k in knots], dtype=float) * duration_s
-    r = np.array([k[1] for k in knots], dtype=float)
+    f, r = knot_arrays(knots)
+    x = f * duration_s
     width = np.diff(x)
     slope = np.divide(np.diff(r), width, out=np.zeros_like(width), where=width > 0)
     cumulative = np.concatenate(([0.0], np.cumsum(0.5 * (r[:-1] + r[1:]) * width)))

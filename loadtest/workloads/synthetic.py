@@ -76,16 +76,22 @@ class RandomWorkload(_Synthetic):
     input_len: int = Field(256, ge=1)
     include_template: bool = False
 
-    def build(self, count: int, ctx: WorkloadContext) -> WorkloadPlan:
-        tokenizer = ctx.tokenizer()
-        rng = np.random.default_rng(ctx.seed)
-        overhead = prompt_overhead(tokenizer, chat=ctx.chat)
+    def draw_lengths(self, count: int, seed: int, overhead: int) -> tuple[np.ndarray, np.ndarray]:
+        """The message and output lengths of ``count`` requests (the draws of :meth:`build`,
+        shared with the simulator's token-id plans); ``overhead``: the template's tokens."""
+        rng = np.random.default_rng(seed)
         inputs = self._lengths(self.input_len, rng, count)
         outputs = self._lengths(self.output_len, rng, count)
         if self.include_template:
             inputs = inputs - overhead
             if (inputs < 1).any():
                 raise WorkloadError(f"input_len must exceed the template's {overhead} tokens")
+        return inputs, outputs
+
+    def build(self, count: int, ctx: WorkloadContext) -> WorkloadPlan:
+        tokenizer = ctx.tokenizer()
+        overhead = prompt_overhead(tokenizer, chat=ctx.chat)
+        inputs, outputs = self.draw_lengths(count, ctx.seed, overhead)
         texts = PromptFactory(tokenizer, ctx.seed + 1).texts(inputs.tolist())
         sessions = tuple(
             Session(
@@ -108,15 +114,19 @@ class SharedPrefixWorkload(_Synthetic):
     question_len: int = Field(32, ge=1)
     output_len: int = Field(64, ge=1)
 
+    def draw_lengths(self, count: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each of ``count`` requests' prefix, question length and output length (the draws
+        of :meth:`build`, shared with the simulator's token-id plans)."""
+        rng = np.random.default_rng(seed)
+        picks = rng.integers(0, self.num_prefixes, size=count)
+        return picks, self._lengths(self.question_len, rng, count), self._lengths(self.output_len, rng, count)
+
     def build(self, count: int, ctx: WorkloadContext) -> WorkloadPlan:
         tokenizer = ctx.tokenizer()
-        rng = np.random.default_rng(ctx.seed)
         factory = PromptFactory(tokenizer, ctx.seed + 1)
         systems = factory.texts([self.prefix_len] * self.num_prefixes)
         overhead = prompt_overhead(tokenizer, chat=ctx.chat, system=systems[0])
-        picks = rng.integers(0, self.num_prefixes, size=count)
-        questions = self._lengths(self.question_len, rng, count)
-        outputs = self._lengths(self.output_len, rng, count)
+        picks, questions, outputs = self.draw_lengths(count, ctx.seed)
         texts = factory.texts(questions.tolist())
         sessions = tuple(
             Session(
@@ -150,16 +160,20 @@ class MultiTurnWorkload(_Synthetic):
     def requests_per_session(self) -> int:
         return self.turns
 
+    def draw_lengths(self, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """The message and output lengths of every turn of ``count`` conversations, turn
+        after turn (the draws of :meth:`build`, shared with the simulator's token-id plans)."""
+        rng = np.random.default_rng(seed)
+        n = count * self.turns
+        return self._lengths(self.input_len, rng, n), self._lengths(self.output_len, rng, n)
+
     def build(self, count: int, ctx: WorkloadContext) -> WorkloadPlan:
         tokenizer = ctx.tokenizer()
-        rng = np.random.default_rng(ctx.seed)
         factory = PromptFactory(tokenizer, ctx.seed + 1)
         systems = factory.texts([self.system_len]) if self.system_len else []
         system = systems[0] if systems else None
         overhead = prompt_overhead(tokenizer, chat=ctx.chat, system=system)
-        n = count * self.turns
-        inputs = self._lengths(self.input_len, rng, n)
-        outputs = self._lengths(self.output_len, rng, n)
+        inputs, outputs = self.draw_lengths(count, ctx.seed)
         texts = factory.texts(inputs.tolist())
         sessions = []
         for i in range(count):
