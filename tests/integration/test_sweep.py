@@ -9,10 +9,10 @@ import json
 import pytest
 import yaml
 
-from sweep.loop import run_sweep
-from sweep.measurer import ServeoutMeasurer
-from sweep.results_folder import ResultsFolder
-from sweep.spec_file import load_price_table, load_sweep_spec
+from sweep.search.loop import run_sweep
+from sweep.measure.serveout import ServeoutMeasurer
+from sweep.report.folder import ResultsFolder
+from sweep.spec.files import load_price_table, load_sweep_spec
 from tests.integration.settings import SWEEP_SPEC as SPEC
 
 pytestmark = pytest.mark.integration

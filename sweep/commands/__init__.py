@@ -1,0 +1,1 @@
+"""The ``sweep`` subcommands (:mod:`sweep.cli` parses the arguments and dispatches)."""
