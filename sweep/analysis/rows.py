@@ -37,10 +37,7 @@ import math
 from collections.abc import Sequence
 
 from loadtest.workloads.text_density import TextDensity
-from sweep.spec.economics import cost_per_million_chars, cost_per_million_tokens, cost_per_request, scaling_efficiency
 from sweep.measure.results import LoadPoint, RunRecord, RunStatus, TrialPurpose, same_rate
-from sweep.spec.space import Candidate, SearchSpace
-from sweep.spec.sweep_spec import Strict
 from sweep.measure.verdicts import (
     Outcome,
     PointVerdict,
@@ -49,6 +46,9 @@ from sweep.measure.verdicts import (
     lowest_failing_rate,
     outcome_at,
 )
+from sweep.spec.economics import cost_per_million_chars, cost_per_million_tokens, cost_per_request, scaling_efficiency
+from sweep.spec.space import Candidate, SearchSpace
+from sweep.strict import Strict
 
 
 class PointRow(Strict):

@@ -27,7 +27,8 @@ from pydantic import Field
 
 from loadtest.analysis.slo import Metric, ObjectiveResult
 from sweep.analysis.rows import RunRow
-from sweep.spec.sweep_spec import P95_LIMITS, Strict
+from sweep.spec.sweep_spec import P95_LIMITS
+from sweep.strict import Strict
 
 TIE_BREAK = "lower cost per hour, then fewer accelerators, then lower p95 E2E, then candidate id"
 CLOSEST_RULE = "smallest worst normalised SLO ratio, then lower cost, fewer accelerators, candidate id"

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from sweep.capacity.model import ShapeCapacity, capacity_plan
-from sweep.spec.sweep_spec import Strict
+from sweep.strict import Strict
 
 DEFAULT_MIN_EFFICIENCY = 0.8  # a replica adding under 80% of one replica's capacity "stops paying"
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from sweep.spec.sweep_spec import Strict
+from sweep.strict import Strict
 
 _EPS = 1e-9
 

@@ -35,10 +35,10 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from sweep.spec.economics import cost_per_million_tokens
 from sweep.analysis.rows import RunRow
+from sweep.spec.economics import cost_per_million_tokens
 from sweep.spec.space import SearchSpace, Shape
-from sweep.spec.sweep_spec import Strict
+from sweep.strict import Strict
 
 _EPS = 1e-9
 DEFAULT_HEADROOM = 0.1  # the share of capacity a capacity plan keeps spare unless told otherwise

@@ -25,8 +25,8 @@ from rich.table import Table
 from loadtest.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:  # imported by the command that uses them (the CLI starts fast)
-    from sweep.capacity.model import ShapeCapacity
     from sweep.capacity.curve import CurvePoint, ReplicaStep
+    from sweep.capacity.model import ShapeCapacity
     from sweep.report.document import SweepReport
 
 
@@ -68,10 +68,10 @@ def plan_report(args: argparse.Namespace, console: Console) -> tuple[SweepReport
     if not args.simulate:
         raise ConfigError("--spec plans from a simulated sweep: add --simulate (or plan --results DIR)")
     from serving.model_store import models_dir
-    from sweep.measure.serveout import model_catalog
-    from sweep.measure.simulated import run_simulated_sweep
-    from sweep.spec.sweep_spec import as_simulated
+    from sweep.measure.models import model_catalog
+    from sweep.search.simulated_sweep import run_simulated_sweep
     from sweep.spec.files import load_price_table, load_sweep_spec
+    from sweep.spec.sweep_spec import as_simulated
 
     spec = as_simulated(load_sweep_spec(args.spec, args.set), args.hardware)
     out = args.out or Path("results") / f"sweep-{spec.name}-simulated"
@@ -129,8 +129,8 @@ def traffic_table(models: tuple[ShapeCapacity, ...], traffic: float, headroom: f
 
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
-    from sweep.capacity.model import DEFAULT_HEADROOM
     from sweep.capacity.curve import DEFAULT_MIN_EFFICIENCY, replica_steps, stops_paying_at, traffic_curve
+    from sweep.capacity.model import DEFAULT_HEADROOM
     from sweep.capacity.plot import capacity_curve_png
     from sweep.spec.sweep_spec import simulated_label
 
@@ -185,13 +185,14 @@ def cmd_mix(args: argparse.Namespace, console: Console) -> int:
 
     from serving.config.model_spec import AcceleratorKind
     from serving.model_store import models_dir
-    from sweep.capacity.model import DEFAULT_HEADROOM
-    from sweep.measure.serveout import model_catalog
     from sweep.capacity.mix import ReplicaType, cheapest_mix, cheapest_single_type
-    from sweep.measure.simulated import check_simulable, replica_capacity
+    from sweep.capacity.model import DEFAULT_HEADROOM
+    from sweep.measure.models import model_catalog
+    from sweep.measure.simulated import check_simulable
+    from sweep.search.simulated_sweep import replica_capacity
+    from sweep.spec.files import load_price_table, load_sweep_spec
     from sweep.spec.space import SearchSpace
     from sweep.spec.sweep_spec import as_simulated
-    from sweep.spec.files import load_price_table, load_sweep_spec
 
     started = time.monotonic()
     traffic = parse_rps(args.traffic)

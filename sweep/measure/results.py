@@ -17,7 +17,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, mod
 
 from loadtest.analysis.slo import Metric
 from sweep.spec.space import Candidate
-from sweep.spec.sweep_spec import Strict
+from sweep.strict import Strict
 
 
 class RunStatus(enum.StrEnum):

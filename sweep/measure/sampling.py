@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from loadtest.profiles.rate_search import next_sweep_rate
 from sweep.measure.results import Evidence, LoadPoint, Trial
-from sweep.spec.sweep_spec import SearchSettings, SloSpec
 from sweep.measure.verdicts import evaluate_point, settled
+from sweep.spec.sweep_spec import SearchSettings, SloSpec
 
 # Take one load test of ``rate`` req/s with arrival seed ``seed``; returns one sample.
 TakeSample = Callable[[float, int], LoadPoint]

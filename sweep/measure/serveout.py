@@ -1,127 +1,38 @@
 """The real :class:`~sweep.search.loop.Measure`: deploy a candidate on serveout,
 load-test it, tear it down.
 
-This is the seam between the load tester and the serving stack. It builds the
-candidate's :class:`StackConfig` and deploys it with serving's public app builder
-on a local cluster the caller owns, then drives the load tester through its typed
-API: a :class:`~loadtest.config.LoadTestConfig` in,
+This is the seam between the load tester and the serving stack. It deploys the
+candidate's :class:`StackConfig` (:func:`sweep.measure.deployment.stack_config_for`)
+with serving's public app builder on a local cluster the caller owns, then drives the
+load tester through its typed API: a :class:`~loadtest.config.LoadTestConfig` in,
 :func:`~loadtest.run.orchestrator.run_load_test`'s :class:`~loadtest.analysis.summary.Summary`
-out. The load tester never imports Locust here: its generator runs in child
-processes (Locust cannot share a process with Ray). Serving's errors stop at this
-seam: a model that is unknown or not prepared becomes :class:`ModelUnavailableError`.
+out (both maps in :mod:`sweep.measure.load_test`). The load tester never imports Locust
+here: its generator runs in child processes (Locust cannot share a process with Ray).
+Serving's errors stop at this seam: a failed deploy is a ``failed-to-deploy`` result,
+and a model that is unknown or not prepared is :class:`ModelUnavailableError`
+(:mod:`sweep.measure.models`).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
-from loadtest.analysis.summary import StageSummary
-from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
 from loadtest.errors import LoadTestError
 from loadtest.run.orchestrator import RunOptions, run_load_test
-from serving.config.model_spec import AcceleratorKind, ModelCatalog
-from serving.config.stack import GatewaySpec, ReplicaSpec, StackConfig
+from serving.config.model_spec import ModelCatalog
+from serving.config.stack import StackConfig
 from serving.errors import ClusterError
-from serving.errors import ConfigError as ServingConfigError
 from serving.local_cluster import LocalCluster
-from serving.model_store import ModelStore
-from sweep.errors import ModelUnavailableError
-from sweep.measure.results import Evidence, LoadPoint, MeasuredResult, RunStatus, Trial
+from sweep.measure.deployment import stack_config_for
+from sweep.measure.load_test import load_point, loadtest_config
+from sweep.measure.models import prepared_model
+from sweep.measure.results import LoadPoint, MeasuredResult, RunStatus, Trial
 from sweep.measure.sampling import measure_rates
-from sweep.spec.space import Candidate
 from sweep.spec.sweep_spec import SweepSpec
-
-# The gateway's admission bound of a candidate (requests in flight before a 429).
-GATEWAY_MAX_IN_FLIGHT = 1024
-
-
-def model_catalog(specs_dir: Path) -> ModelCatalog:
-    """The model specs in ``specs_dir``; :class:`ModelUnavailableError` if they cannot be read."""
-    try:
-        return ModelCatalog(specs_dir)
-    except ServingConfigError as exc:
-        raise ModelUnavailableError(f"model catalog {specs_dir}: {exc}") from None
-
-
-def prepared_model(name: str, catalog: ModelCatalog, home: Path | None = None) -> Path:
-    """The folder of model ``name``'s prepared weights; :class:`ModelUnavailableError`
-    when the catalog does not list it or it is not prepared."""
-    try:
-        return ModelStore(catalog, home).require(name)
-    except ServingConfigError as exc:  # an unknown name, or ModelNotPreparedError
-        raise ModelUnavailableError(str(exc)) from None
-
-
-def stack_config_for(candidate: Candidate, spec: SweepSpec, *, catalog: ModelCatalog, model_path: Path,
-                     port: int) -> StackConfig:
-    """The deployment of one candidate: the spec's model at the candidate's TP,
-    replica count and engine knobs, ``accelerators_per_rank`` cores per rank on CPU."""
-    model = catalog.get(spec.model).model_copy(update={"tensor_parallel_size": candidate.tp})
-    knobs = {k: v for k, v in candidate.engine.model_dump().items() if v is not None}
-    on_cpu = model.accelerator is AcceleratorKind.CPU
-    return StackConfig(
-        model=model,
-        model_path=model_path,
-        engine=model.engine.model_copy(update=knobs),
-        replicas=ReplicaSpec(
-            num_replicas=candidate.replicas,
-            cpus_per_rank=spec.budget.accelerators_per_rank if on_cpu else None,
-        ),
-        gateway=GatewaySpec(port=port, max_in_flight=GATEWAY_MAX_IN_FLIGHT),
-        app_name="serveout",
-    )
-
-
-def loadtest_config(spec: SweepSpec, url: str, rate: float, seed: int,
-                    tokenizer: Path | None = None) -> LoadTestConfig:
-    """One load test of the spec's traffic at ``rate`` req/s with arrival seed ``seed``:
-    warm-up then the measured window, judged on the SLO's latency objectives, one
-    generator worker process per core (as ``loadtest run`` does by default)."""
-    t = spec.traffic
-    return LoadTestConfig(
-        target=TargetConfig(url=url, model=spec.model),
-        profile=t.profile.loadtest_profile(rate, spec.max_concurrency()),
-        workload=t.workload.loadtest_workload(),
-        duration_s=t.duration_s + t.warmup_s,
-        warmup_s=t.warmup_s,
-        slos=spec.slo.per_request_objectives(),
-        seed=seed,
-        tokenizer=tokenizer,
-        generator=GeneratorConfig(workers=os.cpu_count() or 1),
-    )
-
-
-def load_point(stage: StageSummary, offered_rps: float) -> LoadPoint:
-    """A sweep load point from one load-test stage (field map in docs/loadtest.md)."""
-    lat, req, slo = stage.latency, stage.requests, stage.slo
-    evidence = {
-        r.objective.key: Evidence(ci_low=r.ci_low, ci_high=r.ci_high, confidence=r.confidence)
-        for r in slo.objectives
-    }
-    validity = stage.validity
-    reasons = () if validity.valid else (validity.reasons or ("the load tester marked the measurement invalid",))
-    return LoadPoint(
-        offered_rps=offered_rps,
-        duration_s=max(stage.window.duration_s, 1e-3),
-        requests_sent=req.measured,
-        requests_ok=req.ok,
-        requests_good=min(slo.good_requests, req.ok),
-        achieved_rps=stage.throughput.request_rate or 0.0,
-        arrival_rps=stage.arrivals.achieved_rate,
-        completed_rps=stage.throughput.completed_rate,
-        output_tokens_per_s=stage.throughput.output_tokens_per_s or 0.0,
-        ttft_p95_s=lat.ttft.p95,
-        tpot_p95_s=lat.tpot.p95,
-        e2e_p95_s=lat.e2e.p95,
-        goodput_rps=slo.goodput_rps or 0.0,
-        evidence=evidence,
-        invalid_reasons=tuple(reasons),
-    )
 
 
 class ServeoutMeasurer:

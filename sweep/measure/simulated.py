@@ -3,12 +3,12 @@
 ``sweep run SPEC --simulate`` runs the same spec, search, verdicts, rows, economics,
 selection and report as a real sweep; only the measurer differs. Instead of deploying
 a candidate with serving's app builder and load-testing it, :class:`SimulatedMeasurer`
-hands the same :class:`~loadtest.config.LoadTestConfig` (:func:`sweep.measure.serveout.loadtest_config`)
-to :func:`simulator.simulate.simulate` with a :class:`~simulator.config.SimulationConfig`
-of the candidate (the spec's model on the spec's hardware profile, the candidate's TP,
-replica count and engine settings, the gateway's admission bound) and reads its
-summary with the same :func:`~sweep.measure.serveout.load_point`. Load points are taken through
-:func:`sweep.measure.sampling.measure_rates`, as a real measurer does (new seeds near a limit).
+hands the same :class:`~loadtest.config.LoadTestConfig` (:func:`sweep.measure.load_test.loadtest_config`)
+to :func:`simulator.simulate.simulate` with the candidate's
+:class:`~simulator.config.SimulationConfig` (:func:`sweep.measure.deployment.simulation_config_for`)
+and reads its summary with the same :func:`~sweep.measure.load_test.load_point`. Load points
+are taken through :func:`sweep.measure.sampling.measure_rates`, as a real measurer does
+(new seeds near a limit).
 
 A combination the simulator refuses (TP not dividing the heads, a KV cache that cannot
 hold one sequence) is recorded as failed-to-deploy, as vLLM refusing to start would be.
@@ -20,25 +20,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from loadtest.workloads.text_density import TextDensities
 from serving.config.model_spec import ModelCatalog
 from serving.errors import ConfigError as ServingConfigError
 from simulator.config import SimulationConfig
 from simulator.engine import replica_setup
 from simulator.errors import SimulationConfigError, SimulatorError
 from simulator.hardware import load_hardware
-from sweep.spec.economics import PriceTable
 from sweep.errors import ModelUnavailableError, SpecError
-from sweep.search.loop import SweepObserver, run_sweep
-from sweep.measure.serveout import GATEWAY_MAX_IN_FLIGHT, load_point, loadtest_config
-from sweep.report.document import SweepReport
-from sweep.measure.results import LoadPoint, MeasuredResult, RunRecord, RunStatus, Trial, TrialPurpose
-from sweep.report.folder import ResultsFolder
+from sweep.measure.deployment import simulation_config_for
+from sweep.measure.load_test import load_point, loadtest_config
+from sweep.measure.results import LoadPoint, MeasuredResult, RunStatus, Trial
 from sweep.measure.sampling import measure_rates
-from sweep.search.strategies import probe_rates
-from sweep.spec.space import Candidate, SearchSpace, Shape
 from sweep.spec.sweep_spec import SweepSpec
-from sweep.measure.verdicts import capacity_point
 
 SIMULATED_TARGET = "http://simulated.invalid"  # never contacted: the simulator answers
 
@@ -61,18 +54,6 @@ def check_simulable(spec: SweepSpec, catalog: ModelCatalog) -> None:
         load_hardware(spec.hardware)
     except SimulationConfigError as exc:
         raise SpecError(f"--simulate: {exc}") from None
-
-
-def simulation_config_for(candidate: Candidate, spec: SweepSpec, catalog: ModelCatalog,
-                          models_dir: Path) -> SimulationConfig:
-    """The simulated deployment of one candidate (what :func:`~sweep.measure.serveout.stack_config_for`
-    deploys for real): the model spec's engine with the candidate's knobs."""
-    model = catalog.get(spec.model)
-    knobs = {k: v for k, v in candidate.engine.model_dump().items() if v is not None}
-    return SimulationConfig(
-        hardware=spec.hardware, model=spec.model, replicas=candidate.replicas, tensor_parallel=candidate.tp,
-        engine=model.engine.model_copy(update=knobs), max_in_flight=GATEWAY_MAX_IN_FLIGHT, models_dir=models_dir,
-    )
 
 
 def simulator_point(spec: SweepSpec) -> SimulatePoint:
@@ -120,34 +101,3 @@ class SimulatedMeasurer:
             return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=f"simulation failed: {exc}",
                                   wall_time_s=time.monotonic() - started)
         return MeasuredResult(status=RunStatus.OK, points=points, wall_time_s=time.monotonic() - started)
-
-
-def run_simulated_sweep(spec: SweepSpec, prices: PriceTable, folder: ResultsFolder, catalog: ModelCatalog,
-                        models_dir: Path, *, observer: SweepObserver | None = None,
-                        on_phase: Callable[[str], None] = lambda _: None, retry_failed: bool = False,
-                        text_density: TextDensities | None = None) -> SweepReport:
-    """:func:`~sweep.search.loop.run_sweep` of a simulated spec (resumes from ``folder`` as a real one does)."""
-    if not spec.simulated:
-        raise ValueError("run_simulated_sweep needs a simulated spec (sweep.spec.sweep_spec.as_simulated)")
-    check_simulable(spec, catalog)
-    measurer = SimulatedMeasurer(spec, catalog, models_dir, on_phase=on_phase)
-    return run_sweep(spec, prices, measurer, folder, observer=observer, retry_failed=retry_failed,
-                     text_density=text_density)
-
-
-def replica_capacity(spec: SweepSpec, prices: PriceTable, shape: Shape, catalog: ModelCatalog,
-                     models_dir: Path) -> tuple[float | None, str]:
-    """One replica of ``shape``'s simulated capacity at the SLO (req/s) and how it was
-    found: the capacity search's own probe (per-replica rates ``R/n`` up the ladder, then
-    ``probe_refine`` bisections), on the simulated spec's hardware; ``None`` when the
-    simulator refuses the shape or it fails at every probe rate."""
-    space = SearchSpace(spec, prices)
-    trial = Trial(candidate=shape.with_replicas(1), offered_rates=probe_rates(space, shape),
-                  refine=spec.search.probe_refine, purpose=TrialPurpose.PROBE)
-    result = SimulatedMeasurer(spec, catalog, models_dir).measure(trial)
-    if result.status is not RunStatus.OK:
-        return None, result.reason or result.status.value
-    point = capacity_point(RunRecord(trial=trial, result=result), spec.slo)
-    if point is None:
-        return None, f"one replica misses the SLO even at {trial.offered_rates[0]:.3g} req/s"
-    return point.rate_rps, f"{len(result.points)} simulated load points"

@@ -41,7 +41,8 @@ import math
 
 from loadtest.analysis.slo import Metric, Objective, ObjectiveResult, judge_share, verdict_confidence
 from sweep.measure.results import LoadPoint, RunRecord, RunStatus, same_rate
-from sweep.spec.sweep_spec import SearchSettings, SloSpec, Strict
+from sweep.spec.sweep_spec import SearchSettings, SloSpec
+from sweep.strict import Strict
 
 
 class Outcome(enum.StrEnum):

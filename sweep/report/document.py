@@ -53,13 +53,14 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from loadtest.workloads.text_density import TextDensities
-from sweep.capacity.model import ShapeCapacity, fit_capacity
-from sweep.spec.economics import PriceTable
-from sweep.measure.results import RunRecord
 from sweep.analysis.rows import LanguageCost, RunRow, ScalingRow, build_rows, language_costs, scaling_rows
 from sweep.analysis.selection import CLOSEST_RULE, TIE_BREAK, Answer, choose, pareto_front
+from sweep.capacity.model import ShapeCapacity, fit_capacity
+from sweep.measure.results import RunRecord
+from sweep.spec.economics import PriceTable
 from sweep.spec.space import InfeasibleNote, SearchSpace
-from sweep.spec.sweep_spec import SearchSettings, Strict, SweepSpec, measurement_fingerprint
+from sweep.spec.sweep_spec import SearchSettings, SweepSpec, measurement_fingerprint
+from sweep.strict import Strict
 
 SCHEMA = "serveout.sweep"
 SCHEMA_VERSION = 3

@@ -27,9 +27,9 @@ from typing import Literal
 from pydantic import ValidationError
 
 from sweep.errors import ResultsFolderError
-from sweep.report.document import SCHEMA, SCHEMA_VERSION, SweepReport
 from sweep.measure.results import MeasuredResult, RunRecord, Trial
-from sweep.spec.sweep_spec import Strict
+from sweep.report.document import SCHEMA, SCHEMA_VERSION, SweepReport
+from sweep.strict import Strict
 
 REPORT_NAME = "sweep.json"
 

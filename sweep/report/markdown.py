@@ -7,10 +7,10 @@ from collections.abc import Iterable, Sequence
 from loadtest.analysis.slo import ObjectiveResult
 from loadtest.units import format_seconds
 from loadtest.workloads.text_density import TextDensity
-from sweep.capacity.model import DEFAULT_HEADROOM, ShapeCapacity
-from sweep.report.document import SweepReport
 from sweep.analysis.rows import PointRow, RunRow, ScalingKind, ScalingRow
 from sweep.analysis.selection import AnswerKind
+from sweep.capacity.model import DEFAULT_HEADROOM, ShapeCapacity
+from sweep.report.document import SweepReport
 from sweep.spec.sweep_spec import simulated_label
 
 CAPACITY_TABLE_ROWS = 8  # replica counts shown per shape in the capacity model

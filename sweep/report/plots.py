@@ -19,8 +19,8 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from sweep.report.document import SweepReport
 from sweep.analysis.rows import RunRow, ScalingKind
+from sweep.report.document import SweepReport
 
 SIMULATED_MARK = "SIMULATED"  # the same prefix as `sweep plan`'s tables of a simulated sweep
 

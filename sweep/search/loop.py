@@ -21,16 +21,16 @@ from typing import Protocol
 
 from loadtest.registry import Registry
 from loadtest.workloads.text_density import TextDensities
-from sweep.spec.economics import PriceTable
 from sweep.errors import SweepAborted, SweepError
-from sweep.report.document import ReportStatus, RunCounts, SweepReport, build_report
-from sweep.report.markdown import render_markdown
 from sweep.measure.results import MeasuredResult, RunRecord, RunStatus, Trial
+from sweep.measure.verdicts import covers
+from sweep.report.document import ReportStatus, RunCounts, SweepReport, build_report
 from sweep.report.folder import ResultsFolder, now_iso
+from sweep.report.markdown import render_markdown
 from sweep.search.strategies import Strategy, create_strategy
+from sweep.spec.economics import PriceTable
 from sweep.spec.space import SearchSpace
 from sweep.spec.sweep_spec import SweepSpec, measurement_fingerprint, simulated_label
-from sweep.measure.verdicts import covers
 
 
 class Measure(Protocol):

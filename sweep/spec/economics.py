@@ -31,7 +31,7 @@ from pydantic import Field, PositiveFloat
 
 from serving.config.model_spec import AcceleratorKind
 from sweep.errors import SpecError
-from sweep.spec.sweep_spec import Strict
+from sweep.strict import Strict
 
 SECONDS_PER_HOUR = 3600.0
 TOKENS_PER_MILLION = 1e6

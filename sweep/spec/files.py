@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from sweep.spec.economics import PriceTable
 from sweep.errors import SpecError
+from sweep.spec.economics import PriceTable
 from sweep.spec.sweep_spec import SweepSpec
 
 

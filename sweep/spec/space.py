@@ -16,7 +16,8 @@ import itertools
 from pydantic import Field, PositiveInt
 
 from sweep.spec.economics import PriceTable, cost_per_hour
-from sweep.spec.sweep_spec import BudgetSpec, SloSpec, Strict, SweepSpec
+from sweep.spec.sweep_spec import BudgetSpec, SloSpec, SweepSpec
+from sweep.strict import Strict
 
 
 class EngineKnobs(Strict):

@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PositiveFloat,
     PositiveInt,
@@ -33,6 +31,7 @@ from loadtest.registry import Registry
 from loadtest.units import Seconds
 from loadtest.workloads import WorkloadConfig, workload_registry
 from serving.config.model_spec import AcceleratorKind
+from sweep.strict import Strict
 
 # 2: points carry validity, bootstrap evidence and repeated samples; the client
 # concurrency cap is part of the traffic.
@@ -42,12 +41,6 @@ FINGERPRINT_VERSION = 2
 DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY = 256, 4096
 # A derived cap leaves this factor over Little's law at the SLO's limits.
 CONCURRENCY_HEADROOM = 4.0
-
-
-class Strict(BaseModel):
-    """The base of every typed sweep object: unknown keys are errors, values immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 Positive = Annotated[Seconds, Field(gt=0)]

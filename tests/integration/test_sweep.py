@@ -9,9 +9,9 @@ import json
 import pytest
 import yaml
 
-from sweep.search.loop import run_sweep
 from sweep.measure.serveout import ServeoutMeasurer
 from sweep.report.folder import ResultsFolder
+from sweep.search.loop import run_sweep
 from sweep.spec.files import load_price_table, load_sweep_spec
 from tests.integration.settings import SWEEP_SPEC as SPEC
 

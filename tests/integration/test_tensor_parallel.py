@@ -20,9 +20,9 @@ import yaml
 from ray import serve
 
 from serving.app_builder import ENGINE_DEPLOYMENT
-from sweep.search.loop import run_sweep
 from sweep.measure.serveout import ServeoutMeasurer
 from sweep.report.folder import ResultsFolder
+from sweep.search.loop import run_sweep
 from sweep.spec.files import load_price_table, load_sweep_spec
 from tests.integration.settings import PORT, SWEEP_SPEC
 

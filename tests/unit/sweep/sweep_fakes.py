@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass, field
 
 from serving.config.model_spec import AcceleratorKind
-from sweep.spec.economics import Price, PriceTable
 from sweep.measure.results import LoadPoint, MeasuredResult, RunRecord, RunStatus, Trial
 from sweep.measure.sampling import measure_rates
+from sweep.spec.economics import Price, PriceTable
 from sweep.spec.sweep_spec import (
     BudgetSpec,
     LoadProfileSpec,

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving.config.model_spec import AcceleratorKind
-from sweep.measure.results import Trial
 from sweep.analysis.rows import ScalingKind, build_rows, scaling_rows
+from sweep.measure.results import Trial
 from sweep.spec.space import Candidate, SearchSpace
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from loadtest.analysis.slo import Metric
 from serving.config.model_spec import AcceleratorKind
-from sweep.measure.results import RunStatus, Trial
 from sweep.analysis.rows import build_rows
 from sweep.analysis.selection import AnswerKind, choose, pareto_front
+from sweep.measure.results import RunStatus, Trial
 from sweep.spec.space import Candidate, EngineKnobs, SearchSpace
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweep.capacity.model import MeasuredCount, ShapeCapacity, capacity_plan
 from sweep.capacity.curve import accelerators_at, replica_steps, stops_paying_at, traffic_curve
+from sweep.capacity.model import MeasuredCount, ShapeCapacity, capacity_plan
 from sweep.spec.space import Shape
 
 

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving.config.model_spec import AcceleratorKind
+from sweep.analysis.rows import build_rows
 from sweep.capacity.model import EfficiencyPoint, MeasuredCount, ShapeCapacity, capacity_plan, fit_capacity, fit_contention
 from sweep.measure.results import Trial
-from sweep.analysis.rows import build_rows
 from sweep.spec.space import Candidate, SearchSpace, Shape
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 

@@ -8,9 +8,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
-from sweep.cli import LiveProgress, answer_table, main
-from sweep.search.loop import run_sweep
+from sweep.cli import main
+from sweep.commands.run import LiveProgress
+from sweep.report.console import answer_table
 from sweep.report.folder import ResultsFolder
+from sweep.search.loop import run_sweep
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, fixed_clock, make_spec
 
 SPEC = make_spec(rate=10.0, tp=(1, 2))

@@ -6,9 +6,9 @@ import pytest
 
 from sweep.measure.results import Evidence, LoadPoint, Trial
 from sweep.measure.sampling import combine, measure_rates, sample_seed
+from sweep.measure.verdicts import evaluate_point
 from sweep.spec.space import Candidate
 from sweep.spec.sweep_spec import SearchSettings
-from sweep.measure.verdicts import evaluate_point
 from tests.unit.sweep.sweep_fakes import failing_point, make_spec, passing_point
 
 SLO = make_spec().slo  # tpot_p95 <= 50 ms among others

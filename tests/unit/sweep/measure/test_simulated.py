@@ -9,11 +9,11 @@ from pathlib import Path
 from loadtest.workloads.text_density import TextDensities, TextDensity
 from serving.config.model_spec import ModelCatalog
 from simulator.config import SimulationConfig
-from sweep.search.loop import run_sweep
-from sweep.measure.serveout import GATEWAY_MAX_IN_FLIGHT
 from sweep.measure.results import LoadPoint, RunStatus
-from sweep.report.folder import ResultsFolder
+from sweep.measure.deployment import GATEWAY_MAX_IN_FLIGHT
 from sweep.measure.simulated import SimulatedMeasurer
+from sweep.report.folder import ResultsFolder
+from sweep.search.loop import run_sweep
 from sweep.spec.sweep_spec import as_simulated, measurement_fingerprint
 from tests.paths import MODELS
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, fixed_clock, make_spec

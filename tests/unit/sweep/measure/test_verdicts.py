@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from serving.config.model_spec import AcceleratorKind
-from sweep.measure.results import Evidence, Trial
 from sweep.analysis.rows import build_rows
 from sweep.analysis.selection import choose
+from sweep.measure.results import Evidence, Trial
+from sweep.measure.verdicts import Outcome, covers, evaluate_point, fails_decisively, near_boundary, outcome_at, settled
 from sweep.spec.space import Candidate, SearchSpace
 from sweep.spec.sweep_spec import SearchSettings, SloSpec
-from sweep.measure.verdicts import Outcome, covers, evaluate_point, fails_decisively, near_boundary, outcome_at, settled
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 CAP = ("client concurrency cap reached (256 in flight)",)

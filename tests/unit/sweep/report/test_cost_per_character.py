@@ -11,11 +11,11 @@ import pytest
 from loadtest.workloads.text_density import TextDensities, TextDensity, measure_densities
 from serving.config.model_spec import AcceleratorKind, ModelCatalog
 from serving.model_store import ModelStore
-from sweep.spec.economics import cost_per_million_chars, cost_per_million_tokens, cost_per_request
+from sweep.analysis.rows import build_rows
+from sweep.measure.results import Trial
 from sweep.report.document import ReportStatus, SweepReport, build_report
 from sweep.report.markdown import render_markdown
-from sweep.measure.results import Trial
-from sweep.analysis.rows import build_rows
+from sweep.spec.economics import cost_per_million_chars, cost_per_million_tokens, cost_per_request
 from sweep.spec.space import Candidate, SearchSpace
 from tests.fixtures import TINY_TOKENIZER
 from tests.paths import MODELS

@@ -10,13 +10,13 @@ from PIL import Image
 from pydantic import ValidationError
 
 from serving.config.model_spec import AcceleratorKind
-from sweep.search.loop import run_sweep
+from sweep.measure.results import MeasuredResult, RunRecord, Trial
 from sweep.report.document import ReportStatus, SweepReport, build_report
+from sweep.report.folder import ResultsFolder
 from sweep.report.markdown import render_markdown
 from sweep.report.plots import write_plots
-from sweep.measure.results import MeasuredResult, RunRecord, Trial
-from sweep.report.folder import ResultsFolder
-from sweep.search.strategies import CapacitySearch
+from sweep.search.loop import run_sweep
+from sweep.search.capacity_search import CapacitySearch
 from sweep.spec.space import SearchSpace
 from sweep.spec.sweep_spec import as_simulated
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, fixed_clock, make_spec

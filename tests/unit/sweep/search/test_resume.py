@@ -11,12 +11,12 @@ import pytest
 
 from loadtest.registry import Registry
 from serving.config.model_spec import AcceleratorKind
-from sweep.errors import ResultsFolderError, SweepAborted, SweepError
-from sweep.search.loop import run_sweep
-from sweep.report.document import ReportStatus
-from sweep.measure.results import MeasuredResult, RunStatus, Trial
-from sweep.report.folder import ResultsFolder, atomic_write_text
 from sweep.analysis.selection import AnswerKind
+from sweep.errors import ResultsFolderError, SweepAborted, SweepError
+from sweep.measure.results import MeasuredResult, RunStatus, Trial
+from sweep.report.document import ReportStatus
+from sweep.report.folder import ResultsFolder, atomic_write_text
+from sweep.search.loop import run_sweep
 from sweep.spec.sweep_spec import measurement_fingerprint
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, InterruptingMeasurer, fixed_clock, make_spec
 

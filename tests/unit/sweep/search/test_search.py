@@ -8,12 +8,13 @@ from hypothesis import strategies as st
 
 from loadtest.errors import ConfigError, UnknownNameError
 from serving.config.model_spec import AcceleratorKind
-from sweep.errors import UnknownStrategyError
-from sweep.search.loop import measure_safely
-from sweep.measure.results import RunRecord, RunStatus, Trial, TrialPurpose
 from sweep.analysis.rows import build_rows
-from sweep.search.strategies import CapacitySearch, GridStrategy, create_strategy, ladder, probe_rates, shape_state
 from sweep.analysis.selection import choose
+from sweep.errors import UnknownStrategyError
+from sweep.measure.results import RunRecord, RunStatus, Trial, TrialPurpose
+from sweep.search.loop import measure_safely
+from sweep.search.capacity_search import CapacitySearch, ladder, probe_rates, shape_state
+from sweep.search.strategies import GridStrategy, create_strategy
 from sweep.spec.space import Candidate, SearchSpace
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, failing_point, make_spec, passing_point, record
 

@@ -9,12 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving.config.model_spec import AcceleratorKind
-from sweep.spec.economics import cost_per_hour, cost_per_million_tokens, scaling_efficiency
-from sweep.measure.results import LoadPoint, Trial
 from sweep.analysis.rows import build_rows
+from sweep.measure.results import LoadPoint, Trial
+from sweep.measure.verdicts import Outcome, covers, evaluate_point, outcome_at
+from sweep.spec.economics import cost_per_hour, cost_per_million_tokens, scaling_efficiency
 from sweep.spec.space import Candidate, SearchSpace
 from sweep.spec.sweep_spec import SloSpec
-from sweep.measure.verdicts import Outcome, covers, evaluate_point, outcome_at
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 

@@ -11,13 +11,13 @@ from loadtest.analysis.slo import Metric, Objective, parse_slos
 from loadtest.errors import ConfigError
 from serving.config.model_spec import AcceleratorKind
 from sweep.errors import SpecError
-from sweep.search.loop import run_sweep
-from sweep.measure.serveout import loadtest_config
+from sweep.measure.load_test import loadtest_config
 from sweep.report.document import ReportStatus
 from sweep.report.folder import ResultsFolder
+from sweep.search.loop import run_sweep
+from sweep.spec.files import load_price_table, load_sweep_spec
 from sweep.spec.space import SearchSpace
 from sweep.spec.sweep_spec import SloSpec, SweepSpec, measurement_fingerprint
-from sweep.spec.files import load_price_table, load_sweep_spec
 from tests.paths import SWEEPS
 from tests.unit.sweep.sweep_fakes import FakeClusterMeasurer, fixed_clock, make_spec
 

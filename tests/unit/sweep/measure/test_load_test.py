@@ -1,7 +1,4 @@
-"""The pure parts of the real measurer: candidate -> StackConfig, and the field map
-from a load-test stage to a sweep load point."""
-
-from pathlib import Path
+"""The field map from a load-test stage to a sweep load point."""
 
 import pytest
 
@@ -9,39 +6,10 @@ from loadtest.analysis.metrics import build_stage
 from loadtest.analysis.records import RequestRecord, TokenSource
 from loadtest.analysis.summary import GeneratorReport
 from loadtest.profiles import OpenLoad, StagePlan
-from serving.config.model_spec import AcceleratorKind, ModelCatalog
-from sweep.measure.serveout import load_point, stack_config_for
-from sweep.spec.space import Candidate, EngineKnobs
+from serving.config.model_spec import AcceleratorKind
+from sweep.measure.load_test import load_point
 from sweep.measure.verdicts import evaluate_point
-from tests.paths import MODELS
 from tests.unit.sweep.sweep_fakes import make_spec
-
-CATALOG = ModelCatalog(MODELS)
-
-
-def spec_for(model: str, accelerator: AcceleratorKind, per_rank: int):
-    return make_spec(accelerator=accelerator, per_rank=per_rank).model_copy(update={"model": model})
-
-
-def test_cpu_candidate_maps_tp_replicas_knobs_and_cores():
-    spec = spec_for("smollm2-135m-instruct", AcceleratorKind.CPU, per_rank=1)
-    candidate = Candidate(tp=2, replicas=3, engine=EngineKnobs(max_num_seqs=16))
-    config = stack_config_for(candidate, spec, catalog=CATALOG, model_path=Path("/m"), port=8123)
-    assert config.model.tensor_parallel_size == 2
-    assert config.replicas.num_replicas == 3 and config.replicas.cpus_per_rank == 1
-    assert config.engine_settings.max_num_seqs == 16
-    default = CATALOG.get("smollm2-135m-instruct").engine
-    assert config.engine_settings.max_num_batched_tokens == default.max_num_batched_tokens
-    assert config.engine_settings.kv_cache_space_gib == default.kv_cache_space_gib
-    assert config.gateway.port == 8123
-
-
-def test_gpu_candidate_reserves_no_cpu_cores_per_rank():
-    spec = spec_for("llama-3.3-70b-instruct", AcceleratorKind.H200, per_rank=1)
-    config = stack_config_for(Candidate(tp=8, replicas=1), spec, catalog=CATALOG, model_path=Path("/m"), port=8000)
-    assert config.model.tensor_parallel_size == 8
-    assert config.replicas.cpus_per_rank is None
-    assert config.engine_settings == CATALOG.get("llama-3.3-70b-instruct").engine
 
 
 def _request(i: int, start: float) -> RequestRecord:
@@ -53,7 +21,7 @@ def _request(i: int, start: float) -> RequestRecord:
 
 def test_a_load_test_stage_becomes_a_point_with_its_validity_evidence_and_rates():
     """The field map from the load tester's own stage figures (built by its metrics)."""
-    spec = spec_for("smollm2-135m-instruct", AcceleratorKind.CPU, per_rank=1)
+    spec = make_spec(accelerator=AcceleratorKind.CPU, per_rank=1).model_copy(update={"model": "smollm2-135m-instruct"})
     plan = StagePlan(index=0, label="2 req/s", offered_rate=2.0,
                      load=OpenLoad(start_rate=2.0, end_rate=2.0, max_concurrency=8))
     records = [_request(i, i * 0.5) for i in range(40)]

@@ -1,0 +1,28 @@
+"""The spec's model for any measurer: the model catalog and a model's prepared weights,
+with serving's errors turned into :class:`~sweep.errors.ModelUnavailableError`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from serving.config.model_spec import ModelCatalog
+from serving.errors import ConfigError as ServingConfigError
+from serving.model_store import ModelStore
+from sweep.errors import ModelUnavailableError
+
+
+def model_catalog(specs_dir: Path) -> ModelCatalog:
+    """The model specs in ``specs_dir``; :class:`ModelUnavailableError` if they cannot be read."""
+    try:
+        return ModelCatalog(specs_dir)
+    except ServingConfigError as exc:
+        raise ModelUnavailableError(f"model catalog {specs_dir}: {exc}") from None
+
+
+def prepared_model(name: str, catalog: ModelCatalog, home: Path | None = None) -> Path:
+    """The folder of model ``name``'s prepared weights; :class:`ModelUnavailableError`
+    when the catalog does not list it or it is not prepared."""
+    try:
+        return ModelStore(catalog, home).require(name)
+    except ServingConfigError as exc:  # an unknown name, or ModelNotPreparedError
+        raise ModelUnavailableError(str(exc)) from None
