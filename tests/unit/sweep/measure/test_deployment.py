@@ -2,8 +2,10 @@
 
 from pathlib import Path
 
+import pytest
+
 from serving.config.model_spec import AcceleratorKind, ModelCatalog
-from sweep.measure.deployment import stack_config_for
+from sweep.measure.deployment import GATEWAY_MAX_IN_FLIGHT, simulation_config_for, stack_config_for
 from sweep.spec.space import Candidate, EngineKnobs
 from tests.paths import MODELS
 from tests.unit.sweep.sweep_fakes import make_spec
@@ -34,3 +36,19 @@ def test_gpu_candidate_reserves_no_cpu_cores_per_rank():
     assert config.model.tensor_parallel_size == 8
     assert config.replicas.cpus_per_rank is None
     assert config.engine_settings == CATALOG.get("llama-3.3-70b-instruct").engine
+
+
+@pytest.mark.parametrize(("model", "accelerator", "candidate"), [
+    ("smollm2-135m-instruct", AcceleratorKind.CPU, Candidate(tp=1, replicas=2, engine=EngineKnobs(max_num_seqs=16))),
+    ("llama-3.3-70b-instruct", AcceleratorKind.H200,
+     Candidate(tp=4, replicas=3, engine=EngineKnobs(max_num_batched_tokens=4096))),
+])
+def test_the_simulator_runs_what_a_real_sweep_deploys(model, accelerator, candidate):
+    """One source for both measurers: the same TP, replicas, engine settings and admission bound."""
+    spec = spec_for(model, accelerator, per_rank=1)
+    stack = stack_config_for(candidate, spec, catalog=CATALOG, model_path=Path("/m"), port=8000)
+    simulated = simulation_config_for(candidate, spec, CATALOG, MODELS)
+    assert (simulated.model, simulated.tensor_parallel) == (spec.model, stack.model.tensor_parallel_size)
+    assert simulated.replicas == stack.replicas.num_replicas == candidate.replicas
+    assert simulated.engine == stack.engine_settings
+    assert simulated.max_in_flight == stack.gateway.max_in_flight == GATEWAY_MAX_IN_FLIGHT
