@@ -1,6 +1,7 @@
-"""What a candidate deploys (pure): one :class:`CandidateDeployment` per candidate, and
-from it the :class:`StackConfig` a real deployment runs and the
-:class:`~simulator.config.SimulationConfig` the simulator runs, so the two cannot drift."""
+"""What a candidate deploys (pure): the candidate resolved against the spec and the model
+catalog (:class:`ResolvedCandidate`), and from it both the :class:`StackConfig` a real
+deployment runs and the :class:`~simulator.config.SimulationConfig` the simulator runs,
+so the two cannot drift."""
 
 from __future__ import annotations
 
@@ -19,11 +20,10 @@ from sweep.strict import Strict
 GATEWAY_MAX_IN_FLIGHT = 1024
 
 
-class CandidateDeployment(Strict):
-    """What deploying one candidate means, whichever measurer deploys it: the spec's
-    model at the candidate's TP, the model spec's engine settings with the candidate's
-    knobs, its replicas (``cpus_per_rank`` cores per rank on CPU, else ``None``) and the
-    gateway's admission bound."""
+class ResolvedCandidate(Strict):
+    """One candidate as any measurer deploys it: the spec's model at the candidate's TP,
+    the model spec's engine settings with the candidate's knobs, its replicas
+    (``cpus_per_rank`` cores per rank on CPU, else ``None``) and the gateway's admission bound."""
 
     model: ModelSpec
     engine: EngineSettings
@@ -36,12 +36,12 @@ class CandidateDeployment(Strict):
         return self.model.tensor_parallel_size
 
 
-def deployment_for(candidate: Candidate, spec: SweepSpec, catalog: ModelCatalog) -> CandidateDeployment:
-    """The one source both configs below are built from."""
+def resolve(candidate: Candidate, spec: SweepSpec, catalog: ModelCatalog) -> ResolvedCandidate:
+    """``candidate`` filled in from the spec and the model catalog: the one source of both configs below."""
     model = catalog.get(spec.model).model_copy(update={"tensor_parallel_size": candidate.tp})
     knobs = {k: v for k, v in candidate.engine.model_dump().items() if v is not None}
     on_cpu = model.accelerator is AcceleratorKind.CPU
-    return CandidateDeployment(
+    return ResolvedCandidate(
         model=model,
         engine=model.engine.model_copy(update=knobs),
         replicas=candidate.replicas,
@@ -51,25 +51,25 @@ def deployment_for(candidate: Candidate, spec: SweepSpec, catalog: ModelCatalog)
 
 def stack_config_for(candidate: Candidate, spec: SweepSpec, *, catalog: ModelCatalog, model_path: Path,
                      port: int) -> StackConfig:
-    """The candidate's deployment as serving deploys it, with the prepared weights at
+    """The resolved candidate as serving deploys it, with the prepared weights at
     ``model_path`` and the gateway on ``port``."""
-    deployment = deployment_for(candidate, spec, catalog)
+    resolved = resolve(candidate, spec, catalog)
     return StackConfig(
-        model=deployment.model,
+        model=resolved.model,
         model_path=model_path,
-        engine=deployment.engine,
-        replicas=ReplicaSpec(num_replicas=deployment.replicas, cpus_per_rank=deployment.cpus_per_rank),
-        gateway=GatewaySpec(port=port, max_in_flight=deployment.max_in_flight),
+        engine=resolved.engine,
+        replicas=ReplicaSpec(num_replicas=resolved.replicas, cpus_per_rank=resolved.cpus_per_rank),
+        gateway=GatewaySpec(port=port, max_in_flight=resolved.max_in_flight),
         app_name="serveout",
     )
 
 
 def simulation_config_for(candidate: Candidate, spec: SweepSpec, catalog: ModelCatalog,
                           models_dir: Path) -> SimulationConfig:
-    """The candidate's deployment as the simulator runs it, on the spec's hardware profile."""
-    deployment = deployment_for(candidate, spec, catalog)
+    """The resolved candidate as the simulator runs it, on the spec's hardware profile."""
+    resolved = resolve(candidate, spec, catalog)
     return SimulationConfig(
-        hardware=spec.hardware, model=spec.model, replicas=deployment.replicas,
-        tensor_parallel=deployment.tensor_parallel, engine=deployment.engine,
-        max_in_flight=deployment.max_in_flight, models_dir=models_dir,
+        hardware=spec.hardware, model=spec.model, replicas=resolved.replicas,
+        tensor_parallel=resolved.tensor_parallel, engine=resolved.engine,
+        max_in_flight=resolved.max_in_flight, models_dir=models_dir,
     )
