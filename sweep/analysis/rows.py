@@ -47,7 +47,7 @@ from sweep.measure.verdicts import (
     outcome_at,
 )
 from sweep.spec.economics import cost_per_million_chars, cost_per_million_tokens, cost_per_request, scaling_efficiency
-from sweep.spec.space import Candidate, SearchSpace
+from sweep.spec.space import DeploymentCandidate, SearchSpace
 from sweep.strict import Strict
 
 
@@ -62,7 +62,7 @@ class RunRow(Strict):
     """Everything the report says about one measured candidate."""
 
     candidate_id: str
-    candidate: Candidate
+    candidate: DeploymentCandidate
     purpose: TrialPurpose
     proposed_because: str
     status: RunStatus

@@ -12,7 +12,7 @@ from pydantic import PositiveInt
 from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelCatalog, ModelSpec
 from serving.config.stack import GatewaySpec, ReplicaSpec, StackConfig
 from simulator.config import SimulationConfig
-from sweep.spec.space import Candidate
+from sweep.spec.space import DeploymentCandidate
 from sweep.spec.sweep_spec import SweepSpec
 from sweep.strict import Strict
 
@@ -36,7 +36,7 @@ class ResolvedCandidate(Strict):
         return self.model.tensor_parallel_size
 
 
-def resolve(candidate: Candidate, spec: SweepSpec, catalog: ModelCatalog) -> ResolvedCandidate:
+def resolve(candidate: DeploymentCandidate, spec: SweepSpec, catalog: ModelCatalog) -> ResolvedCandidate:
     """``candidate`` filled in from the spec and the model catalog: the one source of both configs below."""
     model = catalog.get(spec.model).model_copy(update={"tensor_parallel_size": candidate.tp})
     knobs = {k: v for k, v in candidate.engine.model_dump().items() if v is not None}
@@ -49,7 +49,7 @@ def resolve(candidate: Candidate, spec: SweepSpec, catalog: ModelCatalog) -> Res
     )
 
 
-def stack_config_for(candidate: Candidate, spec: SweepSpec, *, catalog: ModelCatalog, model_path: Path,
+def stack_config_for(candidate: DeploymentCandidate, spec: SweepSpec, *, catalog: ModelCatalog, model_path: Path,
                      port: int) -> StackConfig:
     """The resolved candidate as serving deploys it, with the prepared weights at
     ``model_path`` and the gateway on ``port``."""
@@ -64,7 +64,7 @@ def stack_config_for(candidate: Candidate, spec: SweepSpec, *, catalog: ModelCat
     )
 
 
-def simulation_config_for(candidate: Candidate, spec: SweepSpec, catalog: ModelCatalog,
+def simulation_config_for(candidate: DeploymentCandidate, spec: SweepSpec, catalog: ModelCatalog,
                           models_dir: Path) -> SimulationConfig:
     """The resolved candidate as the simulator runs it, on the spec's hardware profile."""
     resolved = resolve(candidate, spec, catalog)

@@ -16,7 +16,7 @@ import math
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, model_validator
 
 from loadtest.analysis.slo import Metric
-from sweep.spec.space import Candidate
+from sweep.spec.space import DeploymentCandidate
 from sweep.strict import Strict
 
 
@@ -125,7 +125,7 @@ class Trial(Strict):
     passing and the lowest non-passing rate (:func:`sweep.measure.sampling.measure_rates`).
     """
 
-    candidate: Candidate
+    candidate: DeploymentCandidate
     offered_rates: tuple[PositiveFloat, ...] = Field(min_length=1)
     refine: int = Field(0, ge=0, le=8, description="bisections after the first failure")
     purpose: TrialPurpose = TrialPurpose.TARGET
@@ -166,7 +166,7 @@ class RunRecord(Strict):
     result: MeasuredResult
 
     @property
-    def candidate(self) -> Candidate:
+    def candidate(self) -> DeploymentCandidate:
         return self.trial.candidate
 
     @property

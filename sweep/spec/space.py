@@ -44,12 +44,13 @@ class Shape(Strict):
     def id(self) -> str:
         return f"tp{self.tp}-{self.engine.label}"
 
-    def with_replicas(self, replicas: int) -> Candidate:
-        return Candidate(tp=self.tp, replicas=replicas, engine=self.engine)
+    def with_replicas(self, replicas: int) -> DeploymentCandidate:
+        return DeploymentCandidate(tp=self.tp, replicas=replicas, engine=self.engine)
 
 
-class Candidate(Strict):
-    """One deployable configuration."""
+class DeploymentCandidate(Strict):
+    """One deployable configuration: TP size x replicas x engine settings (the sweep's
+    *candidate*; not the router's ``serving.routing.core.Candidate``, a replica and its queue)."""
 
     tp: PositiveInt
     replicas: PositiveInt
@@ -84,7 +85,7 @@ def replicas_that_fit(tp: int, budget: BudgetSpec) -> int:
     return min(packed, budget.total // group)
 
 
-def check_feasibility(candidate: Candidate, budget: BudgetSpec) -> Feasibility:
+def check_feasibility(candidate: DeploymentCandidate, budget: BudgetSpec) -> Feasibility:
     """Check per-node fit of a TP group, the total budget and node packing."""
     kind = budget.accelerator.value
     group = candidate.tp * budget.accelerators_per_rank
@@ -169,7 +170,7 @@ class SearchSpace:
         """The most replicas of ``shape`` the budget holds (ignores the space's range)."""
         return replicas_that_fit(shape.tp, self.spec.budget)
 
-    def grid(self) -> tuple[Candidate, ...]:
+    def grid(self) -> tuple[DeploymentCandidate, ...]:
         """Every feasible candidate, shape by shape, replicas ascending."""
         return tuple(s.with_replicas(n) for s in self.shapes for n in self._counts[s])
 
@@ -177,10 +178,10 @@ class SearchSpace:
     def grid_size(self) -> int:
         return sum(len(c) for c in self._counts.values())
 
-    def accelerators(self, candidate: Candidate) -> int:
+    def accelerators(self, candidate: DeploymentCandidate) -> int:
         return candidate.accelerators(self.spec.budget.accelerators_per_rank)
 
-    def cost_per_hour(self, candidate: Candidate) -> float:
+    def cost_per_hour(self, candidate: DeploymentCandidate) -> float:
         return cost_per_hour(self.accelerators(candidate), self.price)
 
     def target_rates(self) -> tuple[float, ...]:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from serving.config.model_spec import AcceleratorKind
 from sweep.analysis.rows import ScalingKind, build_rows, scaling_rows
 from sweep.measure.results import Trial
-from sweep.spec.space import Candidate, SearchSpace
+from sweep.spec.space import DeploymentCandidate, SearchSpace
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 CPU = make_spec(rate=0.8, tp=(1, 2), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4)
@@ -26,9 +26,10 @@ def test_the_readme_figure_is_a_point_in_a_wide_range():
     efficiency from below: two replicas' capacity is at least 0.75, one replica's is
     under 0.75, so it is above 0.75 / (2 x 0.75) = 0.5, and unbounded above."""
     space = SearchSpace(CPU, PRICES)
-    one = record(Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(0.4, 0.8)),
+    one = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(0.4, 0.8)),
                  sent(passing_point(0.4), 0.42), sent(failing_point(0.8), 0.75))
-    two = record(Trial(candidate=Candidate(tp=1, replicas=2), offered_rates=(0.8,)), sent(passing_point(0.8), 0.75))
+    two = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=2), offered_rates=(0.8,)),
+                 sent(passing_point(0.8), 0.75))
     (row,) = scaling_rows(build_rows(space, [one, two]))
     assert row.kind is ScalingKind.REPLICAS and row.ideal_speedup == 2
     assert row.speedup == pytest.approx(0.75 / 0.42) and row.efficiency == pytest.approx(0.75 / (2 * 0.42))
@@ -40,7 +41,7 @@ def test_tensor_parallel_scaling_is_per_accelerator_against_the_smallest_tp():
     space = SearchSpace(spec, PRICES)
 
     def probe(tp: int, passes: float, fails: float):
-        return record(Trial(candidate=Candidate(tp=tp, replicas=1), offered_rates=(passes, fails)),
+        return record(Trial(candidate=DeploymentCandidate(tp=tp, replicas=1), offered_rates=(passes, fails)),
                       passing_point(passes), failing_point(fails))
 
     rows = scaling_rows(build_rows(space, [probe(1, 1.0, 1.2), probe(2, 1.8, 2.0), probe(4, 4.0, 4.4)]))
@@ -68,7 +69,8 @@ def test_the_stated_range_holds_the_true_efficiency_whatever_the_grid(cap1, gain
     def measured(replicas: int, tenths: list[int], capacity: float):
         rates = [t / 10 for t in sorted(tenths)]
         points = [passing_point(r) if r <= capacity else failing_point(r) for r in rates]
-        return record(Trial(candidate=Candidate(tp=1, replicas=replicas), offered_rates=tuple(rates)), *points)
+        trial = Trial(candidate=DeploymentCandidate(tp=1, replicas=replicas), offered_rates=tuple(rates))
+        return record(trial, *points)
 
     rows = scaling_rows(build_rows(space, [measured(1, grid1, cap1), measured(n, grid_n, cap_n)]))
     if not rows:  # a capacity was not measured at all (every rate failed)

@@ -11,7 +11,7 @@ from serving.config.model_spec import AcceleratorKind
 from sweep.analysis.rows import build_rows
 from sweep.analysis.selection import AnswerKind, choose, pareto_front
 from sweep.measure.results import RunStatus, Trial
-from sweep.spec.space import Candidate, EngineKnobs, SearchSpace
+from sweep.spec.space import DeploymentCandidate, EngineKnobs, SearchSpace
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 SPEC = make_spec(rate=2.0, tp=(1, 2), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4)
@@ -19,7 +19,7 @@ SPACE = SearchSpace(SPEC, PRICES)
 
 
 def at_target(tp: int, replicas: int, point, *, seqs: int | None = None):
-    c = Candidate(tp=tp, replicas=replicas, engine=EngineKnobs(max_num_seqs=seqs))
+    c = DeploymentCandidate(tp=tp, replicas=replicas, engine=EngineKnobs(max_num_seqs=seqs))
     return record(Trial(candidate=c, offered_rates=(2.0,)), point)
 
 
@@ -72,9 +72,10 @@ def test_a_zero_goodput_share_is_described_as_such():
 
 def test_closest_ignores_runs_never_measured_at_the_target():
     crashed = record(
-        Trial(candidate=Candidate(tp=1, replicas=3), offered_rates=(2.0,)), status=RunStatus.CRASHED, reason="OOM"
+        Trial(candidate=DeploymentCandidate(tp=1, replicas=3), offered_rates=(2.0,)),
+        status=RunStatus.CRASHED, reason="OOM"
     )
-    probe = record(Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(1.0, 2.0)), failing_point(1.0))
+    probe = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(1.0, 2.0)), failing_point(1.0))
     assert choose(build_rows(SPACE, [crashed, probe])).kind is AnswerKind.NONE
     assert choose(build_rows(SPACE, [])).kind is AnswerKind.NONE
 

@@ -10,7 +10,7 @@ from serving.config.model_spec import AcceleratorKind
 from sweep.analysis.rows import build_rows
 from sweep.capacity.model import EfficiencyPoint, MeasuredCount, ShapeCapacity, capacity_plan, fit_capacity, fit_contention
 from sweep.measure.results import Trial
-from sweep.spec.space import Candidate, SearchSpace, Shape
+from sweep.spec.space import DeploymentCandidate, SearchSpace, Shape
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
 
@@ -118,13 +118,14 @@ def test_fit_capacity_from_measured_runs():
     spec = make_spec(rate=4.0, tp=(1,), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4)
     space = SearchSpace(spec, PRICES)
     one = record(
-        Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(1.0, 2.0, 4.0)),
+        Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(1.0, 2.0, 4.0)),
         passing_point(1.0, tokens=80), passing_point(2.0, tokens=80), failing_point(4.0),
     )
     three = record(
-        Trial(candidate=Candidate(tp=1, replicas=3), offered_rates=(4.0, 5.0)), passing_point(4.0), passing_point(5.0)
+        Trial(candidate=DeploymentCandidate(tp=1, replicas=3), offered_rates=(4.0, 5.0)),
+        passing_point(4.0), passing_point(5.0)
     )
-    two = record(Trial(candidate=Candidate(tp=1, replicas=2), offered_rates=(4.0,)), failing_point(4.0))
+    two = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=2), offered_rates=(4.0,)), failing_point(4.0))
     (m,) = fit_capacity(space, build_rows(space, [one, three, two]))
     assert m.per_replica_rps == 2.0 and m.output_tokens_per_request == pytest.approx(80)
     assert m.max_replicas == 4 and m.cost_per_replica_hour == pytest.approx(0.05)
@@ -159,7 +160,8 @@ def test_without_a_multi_replica_run_scaling_comes_from_the_assumed_efficiency()
     spec = make_spec(rate=4.0, tp=(1,), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4, assumed_efficiency=0.8)
     space = SearchSpace(spec, PRICES)
     one = record(
-        Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(2.0, 4.0)), passing_point(2.0), failing_point(4.0)
+        Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(2.0, 4.0)),
+        passing_point(2.0), failing_point(4.0)
     )
     (m,) = fit_capacity(space, build_rows(space, [one]))
     assert m.contention_assumed
@@ -172,8 +174,8 @@ def test_without_a_multi_replica_run_scaling_comes_from_the_assumed_efficiency()
 def test_a_shape_whose_single_replica_never_passed_is_modelled_from_its_smallest_passing_count():
     spec = make_spec(rate=4.0, tp=(1,), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4)
     space = SearchSpace(spec, PRICES)
-    one = record(Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(1.0, 4.0)), failing_point(1.0))
-    two = record(Trial(candidate=Candidate(tp=1, replicas=2), offered_rates=(4.0,)), passing_point(4.0))
+    one = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(1.0, 4.0)), failing_point(1.0))
+    two = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=2), offered_rates=(4.0,)), passing_point(4.0))
     (m,) = fit_capacity(space, build_rows(space, [one, two]))
     assert m.per_replica_rps is None and m.capacity_rps(1) == 0.0 and m.capacity_rps(2) == 4.0
     assert m.replicas_for(3.0, 0.0) == 2

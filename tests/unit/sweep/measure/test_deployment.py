@@ -6,7 +6,7 @@ import pytest
 
 from serving.config.model_spec import AcceleratorKind, ModelCatalog
 from sweep.measure.deployment import GATEWAY_MAX_IN_FLIGHT, simulation_config_for, stack_config_for
-from sweep.spec.space import Candidate, EngineKnobs
+from sweep.spec.space import DeploymentCandidate, EngineKnobs
 from tests.paths import MODELS
 from tests.unit.sweep.sweep_fakes import make_spec
 
@@ -19,7 +19,7 @@ def spec_for(model: str, accelerator: AcceleratorKind, per_rank: int):
 
 def test_cpu_candidate_maps_tp_replicas_knobs_and_cores():
     spec = spec_for("smollm2-135m-instruct", AcceleratorKind.CPU, per_rank=1)
-    candidate = Candidate(tp=2, replicas=3, engine=EngineKnobs(max_num_seqs=16))
+    candidate = DeploymentCandidate(tp=2, replicas=3, engine=EngineKnobs(max_num_seqs=16))
     config = stack_config_for(candidate, spec, catalog=CATALOG, model_path=Path("/m"), port=8123)
     assert config.model.tensor_parallel_size == 2
     assert config.replicas.num_replicas == 3 and config.replicas.cpus_per_rank == 1
@@ -32,16 +32,18 @@ def test_cpu_candidate_maps_tp_replicas_knobs_and_cores():
 
 def test_gpu_candidate_reserves_no_cpu_cores_per_rank():
     spec = spec_for("llama-3.3-70b-instruct", AcceleratorKind.H200, per_rank=1)
-    config = stack_config_for(Candidate(tp=8, replicas=1), spec, catalog=CATALOG, model_path=Path("/m"), port=8000)
+    config = stack_config_for(DeploymentCandidate(tp=8, replicas=1), spec, catalog=CATALOG, model_path=Path("/m"),
+                              port=8000)
     assert config.model.tensor_parallel_size == 8
     assert config.replicas.cpus_per_rank is None
     assert config.engine_settings == CATALOG.get("llama-3.3-70b-instruct").engine
 
 
 @pytest.mark.parametrize(("model", "accelerator", "candidate"), [
-    ("smollm2-135m-instruct", AcceleratorKind.CPU, Candidate(tp=1, replicas=2, engine=EngineKnobs(max_num_seqs=16))),
+    ("smollm2-135m-instruct", AcceleratorKind.CPU,
+     DeploymentCandidate(tp=1, replicas=2, engine=EngineKnobs(max_num_seqs=16))),
     ("llama-3.3-70b-instruct", AcceleratorKind.H200,
-     Candidate(tp=4, replicas=3, engine=EngineKnobs(max_num_batched_tokens=4096))),
+     DeploymentCandidate(tp=4, replicas=3, engine=EngineKnobs(max_num_batched_tokens=4096))),
 ])
 def test_the_simulator_runs_what_a_real_sweep_deploys(model, accelerator, candidate):
     """One source for both measurers: the same TP, replicas, engine settings and admission bound."""

@@ -7,7 +7,7 @@ import pytest
 from sweep.measure.results import Evidence, LoadPoint, Trial
 from sweep.measure.sampling import combine, measure_rates, sample_seed
 from sweep.measure.verdicts import evaluate_point
-from sweep.spec.space import Candidate
+from sweep.spec.space import DeploymentCandidate
 from sweep.spec.sweep_spec import SearchSettings
 from tests.unit.sweep.sweep_fakes import failing_point, make_spec, passing_point
 
@@ -36,7 +36,7 @@ class FakeLoadTester:
 
 
 def trial(*rates: float, refine: int = 0) -> Trial:
-    return Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=rates, refine=refine)
+    return Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=rates, refine=refine)
 
 
 def test_a_noisy_failure_near_the_slo_is_measured_again_with_new_seeds():

@@ -9,7 +9,7 @@ from sweep.analysis.rows import build_rows
 from sweep.analysis.selection import choose
 from sweep.measure.results import Evidence, Trial
 from sweep.measure.verdicts import Outcome, covers, evaluate_point, fails_decisively, near_boundary, outcome_at, settled
-from sweep.spec.space import Candidate, SearchSpace
+from sweep.spec.space import DeploymentCandidate, SearchSpace
 from sweep.spec.sweep_spec import SearchSettings, SloSpec
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
@@ -24,7 +24,7 @@ def test_an_invalid_measurement_is_never_a_pass():
     verdict = evaluate_point(point, slo)
     assert verdict.met and not verdict.passed and verdict.outcome is Outcome.INVALID
     assert verdict.confidence is None
-    rec = record(Trial(candidate=Candidate(tp=1, replicas=2), offered_rates=(2.0, 4.0)), point)
+    rec = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=2), offered_rates=(2.0, 4.0)), point)
     assert outcome_at(rec, 2.0, slo) is Outcome.INVALID
     assert outcome_at(rec, 4.0, slo) is Outcome.INVALID  # not measured above an invalid point
     assert covers(rec, (2.0, 4.0), slo)
@@ -35,7 +35,8 @@ def test_an_invalid_target_point_neither_passes_nor_names_a_closest():
     spec = make_spec(rate=2.0, tp=(1,), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4)
     space = SearchSpace(spec, PRICES)
     invalid = passing_point(2.0).model_copy(update={"invalid_reasons": CAP})
-    rows = build_rows(space, [record(Trial(candidate=Candidate(tp=1, replicas=2), offered_rates=(2.0,)), invalid)])
+    trial = Trial(candidate=DeploymentCandidate(tp=1, replicas=2), offered_rates=(2.0,))
+    rows = build_rows(space, [record(trial, invalid)])
     answer = choose(rows)
     assert answer.kind.value == "none" and "1 measurement(s) there were invalid" in answer.explanation
 
@@ -89,6 +90,6 @@ def test_settled_needs_validity_and_distance_or_every_sample():
     assert not settled(passing_point(1.0).model_copy(update={"invalid_reasons": CAP}), slo, search)
     assert settled(failing_point(1.0), slo, search)
     # the search prunes only on a settled failure
-    trial = Trial(candidate=Candidate(tp=1, replicas=3), offered_rates=(1.0,))
+    trial = Trial(candidate=DeploymentCandidate(tp=1, replicas=3), offered_rates=(1.0,))
     assert not fails_decisively(record(trial, near_fail), 1.0, slo, search)
     assert fails_decisively(record(trial, failing_point(1.0)), 1.0, slo, search)

@@ -16,7 +16,7 @@ from sweep.measure.results import Trial
 from sweep.report.document import ReportStatus, SweepReport, build_report
 from sweep.report.markdown import render_markdown
 from sweep.spec.economics import cost_per_million_chars, cost_per_million_tokens, cost_per_request
-from sweep.spec.space import Candidate, SearchSpace
+from sweep.spec.space import DeploymentCandidate, SearchSpace
 from tests.fixtures import TINY_TOKENIZER
 from tests.paths import MODELS
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, fixed_clock, make_spec, passing_point, record
@@ -48,7 +48,7 @@ def test_cost_per_request_and_per_million_characters_by_hand():
 def one_run(chars_per_token: float | None):
     spec = make_spec(rate=10.0, tp=(1,))  # H200 at 4 $/h
     space = SearchSpace(spec, PRICES)
-    run = record(Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(10.0,)), passing_point(10.0))
+    run = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(10.0,)), passing_point(10.0))
     (row,) = build_rows(space, [run], chars_per_token)
     return row
 
@@ -66,7 +66,7 @@ def test_run_rows_carry_cost_per_request_and_per_character_at_the_target():
 def test_a_run_without_a_target_point_has_no_costs_per_unit():
     spec = make_spec(rate=10.0, tp=(1,))
     space = SearchSpace(spec, PRICES)
-    probe = record(Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(5.0,)), failing_point(5.0))
+    probe = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(5.0,)), failing_point(5.0))
     (row,) = build_rows(space, [probe], 4.0)
     assert row.cost_per_request is None and row.cost_per_million_output_chars is None
 
@@ -74,7 +74,7 @@ def test_a_run_without_a_target_point_has_no_costs_per_unit():
 def report_of(text_density: TextDensities | None) -> SweepReport:
     spec = make_spec(rate=10.0, tp=(1,))
     space = SearchSpace(spec, PRICES)
-    run = record(Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(10.0,)), passing_point(10.0))
+    run = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(10.0,)), passing_point(10.0))
     return build_report(space, "grid", [run], status=ReportStatus.COMPLETE, generated_at=fixed_clock(),
                         text_density=text_density)
 

@@ -15,7 +15,7 @@ from sweep.measure.results import RunRecord, RunStatus, Trial, TrialPurpose
 from sweep.search.loop import measure_safely
 from sweep.search.capacity_search import CapacitySearch, ladder, probe_rates, shape_state
 from sweep.search.strategies import GridStrategy, create_strategy
-from sweep.spec.space import Candidate, SearchSpace
+from sweep.spec.space import DeploymentCandidate, SearchSpace
 from tests.unit.sweep.sweep_fakes import PRICES, FakeClusterMeasurer, failing_point, make_spec, passing_point, record
 
 
@@ -146,11 +146,11 @@ def test_next_trial_from_given_history_after_a_failed_prediction():
     """Probe says c1 = 1.25 (fails at 2.5); 8 replicas failed -> try 9, not 8 again."""
     spec = make_spec(rate=10.0, tp=(2,))
     space = SearchSpace(spec, PRICES)
-    shape_one = Candidate(tp=2, replicas=1)
+    shape_one = DeploymentCandidate(tp=2, replicas=1)
     probe = Trial(candidate=shape_one, offered_rates=probe_rates(space, shape_one.shape), purpose=TrialPurpose.PROBE)
     history = [
         record(probe, passing_point(10 / 12), passing_point(1.25), failing_point(2.5)),
-        record(Trial(candidate=Candidate(tp=2, replicas=8), offered_rates=(10.0,)), failing_point(10.0)),
+        record(Trial(candidate=DeploymentCandidate(tp=2, replicas=8), offered_rates=(10.0,)), failing_point(10.0)),
     ]
     trial = CapacitySearch().next_trial(space, history)
     assert trial is not None and trial.candidate.replicas == 9 and trial.offered_rates == (10.0,)
@@ -159,10 +159,10 @@ def test_next_trial_from_given_history_after_a_failed_prediction():
 def test_next_trial_walks_down_after_a_pass_and_stops_at_a_known_failure():
     spec = make_spec(rate=10.0, tp=(2,))
     space = SearchSpace(spec, PRICES)
-    one = Candidate(tp=2, replicas=1)
+    one = DeploymentCandidate(tp=2, replicas=1)
     probe = Trial(candidate=one, offered_rates=probe_rates(space, one.shape))
     base = [record(probe, passing_point(10 / 12), passing_point(1.25), failing_point(2.5))]
-    at = lambda n: Trial(candidate=Candidate(tp=2, replicas=n), offered_rates=(10.0,))  # noqa: E731
+    at = lambda n: Trial(candidate=DeploymentCandidate(tp=2, replicas=n), offered_rates=(10.0,))  # noqa: E731
     assert CapacitySearch().next_trial(space, base).candidate.replicas == 8
     after_pass = [*base, record(at(8), passing_point(10.0))]
     assert CapacitySearch().next_trial(space, after_pass).candidate.replicas == 7
@@ -175,30 +175,33 @@ def test_a_crash_or_tool_error_prunes_no_other_count(status):
     """Before: a crash at 8 (a load-tester crash too) capped the shape at 7 replicas."""
     spec = make_spec(rate=10.0, tp=(2,))
     space = SearchSpace(spec, PRICES)
-    one = Candidate(tp=2, replicas=1)
+    one = DeploymentCandidate(tp=2, replicas=1)
     probe = Trial(candidate=one, offered_rates=probe_rates(space, one.shape))
     history = [
         record(probe, passing_point(10 / 12), passing_point(1.25), failing_point(2.5)),
-        record(Trial(candidate=Candidate(tp=2, replicas=8), offered_rates=(10.0,)), status=status, reason="boom"),
+        record(Trial(candidate=DeploymentCandidate(tp=2, replicas=8), offered_rates=(10.0,)), status=status,
+               reason="boom"),
     ]
     trial = CapacitySearch().next_trial(space, history)
     assert trial is not None and trial.candidate.replicas == 9  # 8 is tried, so the next up
-    history.append(record(Trial(candidate=Candidate(tp=2, replicas=9), offered_rates=(10.0,)), passing_point(10.0)))
+    nine = Trial(candidate=DeploymentCandidate(tp=2, replicas=9), offered_rates=(10.0,))
+    history.append(record(nine, passing_point(10.0)))
     assert CapacitySearch().next_trial(space, history).candidate.replicas == 7  # below 8, not capped
 
 
 def test_a_failed_deploy_still_caps_larger_counts():
     spec = make_spec(rate=10.0, tp=(2,))
     space = SearchSpace(spec, PRICES)
-    one = Candidate(tp=2, replicas=1)
+    one = DeploymentCandidate(tp=2, replicas=1)
     probe = Trial(candidate=one, offered_rates=probe_rates(space, one.shape))
     history = [
         record(probe, passing_point(10 / 12), passing_point(1.25), failing_point(2.5)),
-        record(Trial(candidate=Candidate(tp=2, replicas=8), offered_rates=(10.0,)),
+        record(Trial(candidate=DeploymentCandidate(tp=2, replicas=8), offered_rates=(10.0,)),
                status=RunStatus.FAILED_TO_DEPLOY, reason="placement group never ready"),
     ]
     assert CapacitySearch().next_trial(space, history).candidate.replicas == 7
-    history.append(record(Trial(candidate=Candidate(tp=2, replicas=7), offered_rates=(10.0,)), failing_point(10.0)))
+    seven = Trial(candidate=DeploymentCandidate(tp=2, replicas=7), offered_rates=(10.0,))
+    history.append(record(seven, failing_point(10.0)))
     assert CapacitySearch().next_trial(space, history) is None
 
 
@@ -207,7 +210,7 @@ def test_a_noisy_probe_failure_does_not_drop_the_shape():
     larger count pruned), even on one sample a few percent over the limit."""
     spec = make_spec(rate=10.0, tp=(2,))
     space = SearchSpace(spec, PRICES)
-    one = Candidate(tp=2, replicas=1)
+    one = DeploymentCandidate(tp=2, replicas=1)
     probe = Trial(candidate=one, offered_rates=probe_rates(space, one.shape))
     noisy = passing_point(10 / 12).model_copy(update={"tpot_p95_s": 0.052})  # 4% over, one sample
     state = shape_state(space, one.shape, {one.id: record(probe, noisy)}, None)
@@ -220,13 +223,13 @@ def test_a_noisy_probe_failure_does_not_drop_the_shape():
 def test_an_invalid_target_point_prunes_nothing():
     spec = make_spec(rate=10.0, tp=(2,))
     space = SearchSpace(spec, PRICES)
-    one = Candidate(tp=2, replicas=1)
+    one = DeploymentCandidate(tp=2, replicas=1)
     probe = Trial(candidate=one, offered_rates=probe_rates(space, one.shape))
     capped = failing_point(10.0).model_copy(update={"invalid_reasons": ("client concurrency cap reached",)})
     history = [
         record(probe, passing_point(10 / 12), passing_point(1.25), failing_point(2.5)),
-        record(Trial(candidate=Candidate(tp=2, replicas=8), offered_rates=(10.0,)), capped),
-        record(Trial(candidate=Candidate(tp=2, replicas=9), offered_rates=(10.0,)), passing_point(10.0)),
+        record(Trial(candidate=DeploymentCandidate(tp=2, replicas=8), offered_rates=(10.0,)), capped),
+        record(Trial(candidate=DeploymentCandidate(tp=2, replicas=9), offered_rates=(10.0,)), passing_point(10.0)),
     ]
     # 8 was invalid, not a failure: 7 is still open below the pass at 9
     assert CapacitySearch().next_trial(space, history).candidate.replicas == 7
@@ -236,7 +239,8 @@ def test_probe_is_repeated_when_its_record_lacks_the_ladder():
     """A one-replica record measured only at R (e.g. by a grid) and failing does not give c1."""
     spec = make_spec(rate=10.0, tp=(2,))
     space = SearchSpace(spec, PRICES)
-    history = [record(Trial(candidate=Candidate(tp=2, replicas=1), offered_rates=(10.0,)), failing_point(10.0))]
+    at_target = Trial(candidate=DeploymentCandidate(tp=2, replicas=1), offered_rates=(10.0,))
+    history = [record(at_target, failing_point(10.0))]
     trial = CapacitySearch().next_trial(space, history)
     assert trial is not None and trial.purpose is TrialPurpose.PROBE and len(trial.offered_rates) == 5
 

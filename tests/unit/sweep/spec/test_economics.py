@@ -13,7 +13,7 @@ from sweep.analysis.rows import build_rows
 from sweep.measure.results import LoadPoint, Trial
 from sweep.measure.verdicts import Outcome, covers, evaluate_point, outcome_at
 from sweep.spec.economics import cost_per_hour, cost_per_million_tokens, scaling_efficiency
-from sweep.spec.space import Candidate, SearchSpace
+from sweep.spec.space import DeploymentCandidate, SearchSpace
 from sweep.spec.sweep_spec import SloSpec
 from tests.unit.sweep.sweep_fakes import PRICES, failing_point, make_spec, passing_point, record
 
@@ -81,7 +81,7 @@ def test_unset_objectives_are_not_judged():
 
 def test_rates_above_a_failure_count_as_failing():
     slo = make_spec().slo
-    trial = Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(1.0, 2.0, 4.0))
+    trial = Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(1.0, 2.0, 4.0))
     rec = record(trial, passing_point(1.0), failing_point(2.0))
     assert outcome_at(rec, 1.0, slo) is Outcome.PASS
     assert outcome_at(rec, 4.0, slo) is Outcome.FAIL
@@ -93,10 +93,10 @@ def test_run_rows_cost_capacity_bracket_and_throughput():
     spec = make_spec(rate=4.0, tp=(1,), accelerator=AcceleratorKind.CPU, nodes=1, per_node=4)
     space = SearchSpace(spec, PRICES)
     one = record(
-        Trial(candidate=Candidate(tp=1, replicas=1), offered_rates=(1.0, 2.0, 4.0)),
+        Trial(candidate=DeploymentCandidate(tp=1, replicas=1), offered_rates=(1.0, 2.0, 4.0)),
         passing_point(1.0), passing_point(2.0), failing_point(4.0, achieved=2.4),
     )
-    three = record(Trial(candidate=Candidate(tp=1, replicas=3), offered_rates=(4.0,)), passing_point(4.0))
+    three = record(Trial(candidate=DeploymentCandidate(tp=1, replicas=3), offered_rates=(4.0,)), passing_point(4.0))
     rows = {r.candidate_id: r for r in build_rows(space, [one, three])}
     r1, r3 = rows["tp1-r1-seqsdef-mbtdef"], rows["tp1-r3-seqsdef-mbtdef"]
     assert r1.capacity_rps == 2.0 and r1.fails_at_rps == 4.0 and r1.throughput_rps == 2.0
@@ -112,6 +112,7 @@ def test_a_point_is_judged_at_the_rate_actually_sent():
     spec = make_spec(rate=0.8, tp=(1,), accelerator=AcceleratorKind.CPU, nodes=1, per_node=2)
     space = SearchSpace(spec, PRICES)
     sent = passing_point(0.8).model_copy(update={"arrival_rps": 0.75})
-    (row,) = build_rows(space, [record(Trial(candidate=Candidate(tp=1, replicas=2), offered_rates=(0.8,)), sent)])
+    trial = Trial(candidate=DeploymentCandidate(tp=1, replicas=2), offered_rates=(0.8,))
+    (row,) = build_rows(space, [record(trial, sent)])
     assert row.passes and row.capacity_rps == 0.75
     assert row.target is not None and row.target.verdict.rate_rps == 0.75
