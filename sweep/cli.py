@@ -27,7 +27,7 @@ import sys
 
 from loadtest.cli import run_command
 from sweep.commands.planning import add_mix_arguments, add_plan_arguments, cmd_mix, cmd_plan
-from sweep.commands.run import add_run_arguments, cmd_sweep
+from sweep.commands.run import add_run_arguments, cmd_run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"run": cmd_sweep, "plan": cmd_plan, "mix": cmd_mix}
+COMMANDS = {"run": cmd_run, "plan": cmd_plan, "mix": cmd_mix}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -158,10 +158,11 @@ def text_densities(spec: SweepSpec, catalog: ModelCatalog, console: Console) -> 
         return None
 
 
-def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    """``sweep run``: measured on a local Ray cluster, or simulated (:func:`cmd_run_simulated`)."""
     spec = load_run_spec(args)
     if spec.simulated:
-        return cmd_simulated_sweep(spec, args, console)
+        return cmd_run_simulated(spec, args, console)
     require_serving_extra()
     from serving.netns import in_loopback_netns
 
@@ -193,7 +194,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     return ExitCode.OK if report.answer.kind.value == "passing" else ExitCode.SLO_MISSED
 
 
-def cmd_simulated_sweep(spec: SweepSpec, args: argparse.Namespace, console: Console) -> int:
+def cmd_run_simulated(spec: SweepSpec, args: argparse.Namespace, console: Console) -> int:
     """``sweep run --simulate``: the same sweep, each candidate simulated (no Ray)."""
     from serving.model_store import models_dir
     from sweep.measure.models import model_catalog
