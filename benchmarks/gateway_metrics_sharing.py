@@ -32,7 +32,7 @@ from serving.gateway.metrics_sharing import shared_views
 from serving.routing.metrics import RouterMetrics, routing_collector
 from serving.routing.policy import RoutingDecision
 
-SHARED = shared_views(in_engine=False)
+SHARED = shared_views(direct=False)
 
 
 def busy_gateway(keys: int, engines: int) -> tuple[CollectorRegistry, RouterMetrics]:

@@ -1,12 +1,23 @@
 """The one place that turns a :class:`StackConfig` into a Ray Serve application.
 
-Two deployments: ``engine`` (N vLLM replicas, each in its own placement group,
-routed by serveout's request router, optionally autoscaled on engine queue depth)
-and ``gateway`` (the FastAPI ingress: ``gateway.replicas`` of them, or autoscaled on
-their own requests in flight; Serve's proxy spreads requests over them by load, and
-each runs its own copy of the request router). With ``gateway.mode: in-engine`` there
-is one deployment: every engine replica runs the gateway itself
-(:mod:`serving.gateway.in_engine`). The sweep calls :func:`build_app` too.
+``gateway.mode: direct`` (the default): two deployments. ``engine`` (N vLLM replicas,
+each in its own placement group, optionally autoscaled on engine queue depth) is the
+app's ingress: every replica serves the OpenAI API itself
+(:mod:`serving.gateway.engine_ingress`). ``router`` is Serve's ingress request router
+(:mod:`serving.gateway.router_ingress`; Ray starts one per node, or
+``RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE``): HAProxy asks it which engine replica
+takes each request, then streams between client and replica. Needs Serve's HAProxy
+ingress (:data:`serving.local_cluster.DIRECT_INGRESS_ENV` in every Ray process).
+
+``gateway.mode: separate``: ``engine`` behind ``gateway`` (the FastAPI ingress:
+``gateway.replicas`` of them, or autoscaled on their own requests in flight; each runs
+its own copy of the request router), every token through the gateway.
+
+Changing settings restarts no engine: the engine deployment's ``version`` is a hash of
+what its replicas are built from (:func:`engine_version`: the engine config and
+serveout's code), and the gateway's settings reach it as ``user_config``
+(``reconfigure``), so a redeploy that changes routing, admission, keys or autoscaling
+updates the running replicas in place. The sweep calls :func:`build_app` too.
 
 Stopping a replica (scale-down, redeploy, ``serve.delete``): it leaves routing, Serve
 waits until its requests have finished, then calls its ``__del__``, and kills it
@@ -19,6 +30,9 @@ it is never killed with one in flight (docs/serving.md, "Shutdown and scale-down
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 from ray import serve
 from ray.serve import Application
 
@@ -27,12 +41,26 @@ from serving.config.stack import RoutingSpec, StackConfig
 from serving.engine.placement import engine_runtime_env, placement_bundles
 from serving.engine.replica import EngineReplica
 from serving.gateway.admission import share_of
-from serving.gateway.in_engine import EngineIngress
-from serving.gateway.ingress import Gateway, gateway_replicas_at_start
+from serving.gateway.core import gateway_replicas_at_start
+from serving.gateway.engine_ingress import EngineIngress
+from serving.gateway.ingress import Gateway
+from serving.gateway.router_ingress import RouterIngress
 from serving.routing.serve_router import request_router_config
 
 ENGINE_DEPLOYMENT = "engine"
 GATEWAY_DEPLOYMENT = "gateway"
+ROUTER_DEPLOYMENT = "router"
+ON_THE_REPLICAS_LOOP = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0"}
+"""Direct-mode replicas run their code on Serve's own event loop: no thread hop per
+streamed message (Serve's default hands every ASGI message from a user thread to its loop)."""
+ROUTER_ON_ITS_LOOP = {**ON_THE_REPLICAS_LOOP, "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
+"""The router also runs the engine handle's request router on that loop, so the routing
+core and the router's own code share one thread (only there: a driver's synchronous
+handle calls need the separate loop)."""
+ROUTER_MAX_ONGOING = 1000
+"""Route calls one router replica takes at once (each is short; it must not throttle
+the ingress)."""
+SOURCE_ROOT = Path(__file__).resolve().parent
 
 DRAIN_POLL_S = 0.5
 """How often a stopping replica checks whether its requests have finished (Serve's
@@ -43,10 +71,29 @@ the final events)."""
 
 
 def resolved_routing(config: StackConfig) -> RoutingSpec:
-    """The routing spec the routers get: ``prefix_home`` decided by the gateway count."""
+    """The routing spec the routers get: ``prefix_home`` decided by the router count (the
+    direct mode runs a router per node, always possibly more than one)."""
     if config.routing.prefix_home is not None:
         return config.routing
-    return config.routing.model_copy(update={"prefix_home": config.gateway.max_replica_count > 1})
+    several = config.gateway.direct or config.gateway.max_replica_count > 1
+    return config.routing.model_copy(update={"prefix_home": several})
+
+
+def code_version() -> str:
+    """A digest of serveout's serving code (every ``serving/**/*.py``): a new release
+    restarts the engines, a redeploy of the same code does not."""
+    digest = hashlib.sha256()
+    for path in sorted(SOURCE_ROOT.rglob("*.py")):
+        digest.update(path.relative_to(SOURCE_ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def engine_version(config: StackConfig) -> str:
+    """The engine deployment's Serve ``version``: it changes exactly when a replica would
+    be built differently (its constructor argument, its class, serveout's code)."""
+    built_from = f"{config.gateway.mode}|{config.engine_replica_config().model_dump_json()}|{code_version()}"
+    return hashlib.sha256(built_from.encode()).hexdigest()[:16]
 
 
 def engine_deployment_options(config: StackConfig) -> dict:
@@ -108,26 +155,54 @@ def gateway_deployment_options(config: StackConfig) -> dict:
     return options
 
 
-def in_engine_deployment_options(config: StackConfig) -> dict:
-    """The engine deployment's options when each replica is also the ingress: no
-    serveout router (Serve's ingress picks the replica by load), and Serve's bounds
-    above the replica's admission share, so overload is answered by the gateway."""
+def direct_engine_deployment_options(config: StackConfig) -> dict:
+    """The engine deployment's options when each replica is also the ingress: the
+    router's choices go through serveout's request router (without the engines' stats in
+    its metrics: each replica exports its own), Serve's bounds sit above the replica's
+    admission share, so overload is answered by the gateway, and the settings are the
+    ``user_config``."""
     options = engine_deployment_options(config)
-    del options["request_router_config"]
+    options["request_router_config"] = request_router_config(
+        resolved_routing(config), deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}", engine_view=False)
     share = share_of(config.gateway.max_in_flight, gateway_replicas_at_start(config))
-    options.update(max_ongoing_requests=2 * share + 64, max_queued_requests=max(1024, 8 * share))
+    options.update(max_ongoing_requests=2 * share + 64, max_queued_requests=max(1024, 8 * share),
+                   user_config=config.model_dump(mode="json"))
+    env = options["ray_actor_options"]["runtime_env"]["env_vars"]
+    env.update(ON_THE_REPLICAS_LOOP)
     return options
+
+
+def router_deployment_options(config: StackConfig) -> dict:
+    """The router's options: no CPU reserved (it runs beside the proxy on any node); Ray
+    decides how many (one per node)."""
+    return dict(
+        name=ROUTER_DEPLOYMENT,
+        max_ongoing_requests=ROUTER_MAX_ONGOING,
+        max_surge_percent=100,  # a redeploy starts the new routers before stopping the old
+        ray_actor_options={"num_cpus": 0, "resources": dict(config.gateway.ray_resources),
+                           "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                                                        **ROUTER_ON_ITS_LOOP}}},
+    )
+
+
+def _pinned(deployment: serve.Deployment, config: StackConfig) -> serve.Deployment:
+    """``deployment`` with the version :func:`engine_version` gives it. Ray 2.60 took
+    ``version`` out of the public options (every imperative ``serve.run`` otherwise gets
+    a random one and restarts every replica); Serve's own builders still set it with
+    ``_internal=True``, which is what this does."""
+    return deployment.options(version=engine_version(config), _internal=True)
 
 
 def build_app(config: StackConfig) -> Application:
     """The serveout application for ``config`` (deploy with ``serve.run``)."""
-    if config.gateway.in_engine:
-        return (serve.deployment(EngineIngress)
-                .options(**in_engine_deployment_options(config))
-                .bind(config, ENGINE_DEPLOYMENT))
+    if config.gateway.direct:
+        engine = (_pinned(serve.deployment(EngineIngress).options(**direct_engine_deployment_options(config)),
+                          config)
+                  .bind(config.engine_replica_config(), config.app_name, ENGINE_DEPLOYMENT))
+        router = serve.deployment(RouterIngress).options(**router_deployment_options(config)).bind(config, engine)
+        return engine._with_ingress_request_router(router)
     engine = (
-        serve.deployment(EngineReplica)
-        .options(**engine_deployment_options(config))
+        _pinned(serve.deployment(EngineReplica).options(**engine_deployment_options(config)), config)
         .bind(config.engine_replica_config())
     )
     return (

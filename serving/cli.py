@@ -295,9 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host")
     up.add_argument("--port", type=int)
     up.add_argument("--max-in-flight", type=int, help="admission bound before 429s (for the whole app)")
-    up.add_argument("--gateway-mode", choices=["separate", "in-engine"],
-                    help="separate (default): gateway replicas in front of the engines; in-engine: every "
-                         "engine replica runs the gateway (one hop fewer, least-loaded routing only)")
+    up.add_argument("--gateway-mode", choices=["direct", "separate", "in-engine"],
+                    help="direct (default): every engine replica serves HTTP itself and a router picks "
+                         "it once per request (HAProxy streams between client and replica); separate: "
+                         "gateway replicas in front of the engines (in-engine: replaced by direct)")
     up.add_argument("--gateway-replicas", type=int, metavar="N",
                     help="gateway replicas (default 1); each admits its share of --max-in-flight")
     up.add_argument("--gateway-autoscale", metavar="MIN..MAX",

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -26,6 +27,33 @@ from serving.errors import ClusterError
 
 logger = logging.getLogger("serveout")
 
+ROUTER_BODY_BYTES = 256 * 1024
+"""The most of a request body HAProxy buffers for the router (per connection, twice):
+longer bodies reach their replica unplanned, which then tokenises them itself."""
+
+
+def direct_ingress_env(num_cpus: int) -> dict[str, str]:
+    """Ray Serve settings the direct mode needs in every Ray process (read at import, so
+    set before Ray starts: the driver here, ``ray start`` on a cluster).
+
+    HAProxy is Serve's ingress (no Python proxy on the byte path; Serve's proxy stays as
+    its fallback) and asks the app's router about every POST, with the body; each node
+    runs two routers (one may die without failing a request); HAProxy retries a request on another replica when the first answers 503 before any
+    byte (a dead engine, a draining replica) or cannot be reached.
+    """
+    return {
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY": "1",
+        "RAY_SERVE_HAPROXY_INGRESS_REQUEST_ROUTER_BUFSIZE": str(ROUTER_BODY_BYTES),
+        "RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE": "2",
+        "RAY_SERVE_HAPROXY_RETRY_ON": "conn-failure 503",
+        "RAY_SERVE_HAPROXY_NBTHREAD": str(max(1, min(4, num_cpus // 2))),
+        "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
+        # One node: HAProxy's view of the replicas updates in ~0.1 s; Serve's default 30 s
+        # is for many HAProxies learning of a replica that stops.
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
+    }
+
 
 @dataclass(frozen=True)
 class ClusterOptions:
@@ -33,6 +61,20 @@ class ClusterOptions:
     log_to_driver: bool = False
     http_host: str = "127.0.0.1"
     http_port: int = 8000
+
+
+def apply_direct_ingress_env(num_cpus: int | None = None) -> None:
+    """Put :func:`direct_ingress_env` in this process's environment (values already set
+    win), before Ray Serve is imported: Serve reads them once, at import. Raises
+    :class:`ClusterError` when Serve was imported without them."""
+    cores = num_cpus or len(os.sched_getaffinity(0))
+    for name, value in direct_ingress_env(cores).items():
+        os.environ.setdefault(name, value)
+    constants = sys.modules.get("ray.serve._private.constants")
+    if constants is not None and not constants.RAY_SERVE_ENABLE_HA_PROXY and os.environ[
+            "RAY_SERVE_ENABLE_HA_PROXY"] == "1":
+        raise ClusterError("Ray Serve was imported before serveout set RAY_SERVE_ENABLE_HA_PROXY=1: call "
+                           "serving.local_cluster.apply_direct_ingress_env() before importing ray.serve")
 
 
 class LocalCluster:
@@ -49,13 +91,15 @@ class LocalCluster:
         return f"http://{self.options.http_host}:{self.options.http_port}"
 
     def start(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        num_cpus = self.options.num_cpus or len(os.sched_getaffinity(0))
+        apply_direct_ingress_env(num_cpus)
+
         import ray
         from ray import serve
 
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self._temp_dir = Path(tempfile.mkdtemp(prefix="serveout-ray-"))
-        num_cpus = self.options.num_cpus or len(os.sched_getaffinity(0))
         ray.init(
             num_cpus=num_cpus,
             _node_ip_address="127.0.0.1",
@@ -103,7 +147,7 @@ class LocalCluster:
                 raise ClusterError(f"deploying {config.app_name} failed: {failure[0]}"
                                    + (f" ({reason})" if reason else ""))
             on_progress(self._describe(config.app_name))
-            if not runner.is_alive() and self._healthy():
+            if not runner.is_alive() and self._healthy(config):
                 self._deployed[config.app_name] = config
                 return self.url
             time.sleep(1.0)
@@ -115,9 +159,17 @@ class LocalCluster:
         self._deployed.pop(app_name, None)
         serve.delete(app_name)
 
-    def _healthy(self) -> bool:
+    def _healthy(self, config: StackConfig) -> bool:
+        """``/health`` answers 200, and in the direct mode a POST gets through the router
+        to a replica (``/tokenize``: 200, or 401 when keys are on)."""
         try:
-            return httpx.get(f"{self.url}/health", timeout=5).status_code == 200
+            if httpx.get(f"{self.url}/health", timeout=5).status_code != 200:
+                return False
+            if not config.gateway.direct:
+                return True
+            routed = httpx.post(f"{self.url}/tokenize", json={"model": config.model.name, "prompt": "ping"},
+                                timeout=5)
+            return routed.status_code in (200, 401)
         except httpx.HTTPError:
             return False
 

@@ -116,10 +116,11 @@ class GatewaySpec(Strict):
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
-    mode: Literal["separate", "in-engine"] = Field(
-        "separate", description="separate: gateway replicas in front of the engine replicas, routed "
-        "by serveout's router; in-engine: every engine replica runs the gateway itself and Serve's "
-        "ingress spreads requests over them (one hop fewer; least-loaded routing only)"
+    mode: Literal["direct", "separate"] = Field(
+        "direct", description="direct: every engine replica serves HTTP itself and a router "
+        "(one per node, consulted once per request by Serve's HAProxy ingress) picks it, so the "
+        "token stream crosses no other Python process; separate: gateway replicas in front of "
+        "the engine replicas, every token through the gateway (for a cluster without HAProxy)"
     )
     replicas: int = Field(
         1, ge=1, description="gateway replicas when gateway autoscaling is off; each admits "
@@ -156,8 +157,17 @@ class GatewaySpec(Strict):
     )
 
     @property
-    def in_engine(self) -> bool:
-        return self.mode == "in-engine"
+    def direct(self) -> bool:
+        """Whether the engine replicas serve HTTP themselves (``mode: direct``)."""
+        return self.mode == "direct"
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _old_mode(cls, value):
+        if value == "in-engine":
+            raise ValueError("gateway.mode in-engine was replaced by direct (the gateway runs in "
+                             "every engine replica, and a router picks the replica with any policy)")
+        return value
 
     @property
     def max_replica_count(self) -> int:
@@ -235,17 +245,10 @@ class StackConfig(Strict):
         return value
 
     @model_validator(mode="after")
-    def _in_engine_gateway(self) -> "StackConfig":
-        if not self.gateway.in_engine:
-            return self
-        if self.routing.policy is not RoutingPolicyName.LEAST_LOADED:
-            raise ValueError(
-                f"routing.policy {self.routing.policy.value} needs gateway.mode separate: with the "
-                "gateway in the engine, Serve's ingress picks the replica (by load) before any "
-                "serveout code sees the request")
-        if self.gateway.replicas != 1 or self.gateway.autoscaling.enabled:
-            raise ValueError("gateway.mode in-engine runs one gateway per engine replica: leave "
-                             "gateway.replicas and gateway.autoscaling unset")
+    def _direct_gateway(self) -> "StackConfig":
+        if self.gateway.direct and (self.gateway.replicas != 1 or self.gateway.autoscaling.enabled):
+            raise ValueError("gateway.mode direct runs the gateway in every engine replica: "
+                             "gateway.replicas and gateway.autoscaling are for gateway.mode separate")
         return self
 
     @property

@@ -66,6 +66,13 @@ class AdmissionController:
         self._per_key: dict[str, int] = {}
         self._seen: dict[str, float] = {}  # key -> last arrival or finish (bounded: key names)
 
+    def reconfigure(self, limit: int, *, retry_after_s: int, active_window_s: float) -> None:
+        """A new app-wide bound and its settings, for new requests (those in flight stay)."""
+        if limit < 1:
+            raise ValueError("admission limit must be >= 1")
+        self.app_limit, self.retry_after_s, self.active_window_s = limit, retry_after_s, active_window_s
+        self.limit = share_of(limit, self.gateways)
+
     def set_gateways(self, gateways: int) -> None:
         """Admit this replica's share of the app's bound among ``gateways`` from now on
         (requests in flight stay; a smaller share only refuses new ones)."""

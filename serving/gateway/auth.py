@@ -29,9 +29,13 @@ class ApiKeyMiddleware:
 
     ``on_refused(reason, request_id)`` is told of each refusal (reason ``missing`` or
     ``invalid``), for metrics and logs.
+
+    ``keys`` and ``open_paths`` are read on every request (the keys file can be reloaded,
+    the settings reconfigured): ``keys()`` None means no authentication.
     """
 
-    def __init__(self, app, *, keys: KeyRing | None, open_paths: Collection[str] = ALWAYS_OPEN,
+    def __init__(self, app, *, keys: Callable[[], KeyRing | None],
+                 open_paths: Callable[[], Collection[str]] = lambda: ALWAYS_OPEN,
                  on_refused: Callable[[str, str | None], None] = lambda reason, request_id: None) -> None:
         self.app, self.keys, self.open_paths, self.on_refused = app, keys, open_paths, on_refused
 
@@ -39,13 +43,14 @@ class ApiKeyMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         state = scope.setdefault("state", {})
-        if self.keys is None or scope["path"] in self.open_paths:
+        keys = self.keys()
+        if keys is None or scope["path"] in self.open_paths():
             state["caller"] = ANONYMOUS_CALLER
             return await self.app(scope, receive, send)
         raw = dict(scope.get("headers") or ()).get(b"authorization")
         token = bearer_token(raw.decode("latin-1") if raw is not None else None)
         try:
-            state["caller"] = self.keys.identify(token)
+            state["caller"] = keys.identify(token)
         except AuthenticationError as exc:
             self.on_refused("missing" if token is None else "invalid", state.get("request_id"))
             error = map_error(exc)

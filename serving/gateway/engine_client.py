@@ -19,6 +19,10 @@ from serving.routing.serve_router import AVOID_REPLICA_KWARG
 
 
 class EngineClient(Protocol):
+    retries_elsewhere: bool
+    """Whether a request whose replica died can be sent again through this client
+    (False for the engine in the gateway's own process: the retry is HAProxy's)."""
+
     def stream(
         self, request: GenerationRequest, *, avoid_replica: str | None = None
     ) -> AsyncIterator[GenerationChunk]:
@@ -32,6 +36,8 @@ class EngineClient(Protocol):
 
 class ServeHandleEngineClient:
     """Calls the engine deployment's ``generate`` through a DeploymentHandle."""
+
+    retries_elsewhere = True
 
     def __init__(self, handle: DeploymentHandle) -> None:
         self._handle = handle.options(stream=True)

@@ -6,21 +6,21 @@ when they are public) needs ``Authorization: Bearer KEY``: see :mod:`serving.gat
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving.errors import InvalidRequestError, RequestError, RequestTooLargeError
 from serving.gateway.api_keys import ANONYMOUS, KeyRing
+from serving.gateway.body_parsing import Body, parse_body
 from serving.gateway.auth import ApiKeyMiddleware, open_paths
 from serving.gateway.error_mapping import ErrorResponse, http_error, map_error
 from serving.gateway.request_id import RequestIdMiddleware
@@ -32,10 +32,10 @@ from serving.gateway.schemas import (
     model_card,
     now,
 )
-from serving.gateway.service import EventStream, GatewayService, log_request
+from serving.gateway.plan_store import PlanStore
+from serving.gateway.plans import PLAN_KEY_HEADER, Plan
+from serving.gateway.service import EventStream, GatewayService, JsonAnswer, log_request
 
-Body = TypeVar("Body", bound=BaseModel)
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800-\udfff written as a JSON escape
 REPLICA_HEADER = "x-serveout-replica"  # which engine replica served the request
 
 
@@ -53,6 +53,31 @@ class _ClosingStreamingResponse(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             await self._on_close()
+
+
+def _response(result: JsonAnswer | EventStream, on_end: Callable[[], None] | None = None) -> Response:
+    if isinstance(result, EventStream):
+        if on_end is not None:
+            close = result.close
+
+            async def close_then_end() -> None:
+                try:
+                    await close()
+                finally:
+                    on_end()
+
+            result = dataclasses.replace(result, close=close_then_end)
+        return _ClosingStreamingResponse(result)
+    if on_end is not None:
+        on_end()
+    return JSONResponse(result.body, headers={REPLICA_HEADER: result.replica_id})
+
+
+async def _claimed_plan(request: Request, plans: PlanStore | None) -> Plan | None:
+    if plans is None:
+        return None
+    key = request.headers.get(PLAN_KEY_HEADER)
+    return await plans.claim(key) if key else None
 
 
 def _json(error: ErrorResponse) -> JSONResponse:
@@ -77,28 +102,6 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     return b"".join(parts)
 
 
-def parse_body(raw: bytes, model: type[Body]) -> Body:
-    """Malformed JSON or wrong types -> 400 with the offending field as ``param``.
-
-    Also refused: nesting too deep for the parser, and strings holding lone UTF-16
-    surrogates (``"\\ud800"`` is valid JSON but not text any tokenizer can encode).
-    """
-    try:
-        data: Any = json.loads(raw)
-        # json.loads decodes bytes with "surrogatepass": a lone surrogate comes from an escape
-        # or from non-ASCII bytes; plain ASCII JSON without such escapes skips the re-encode.
-        if not raw.isascii() or b"\x00" in raw or _SURROGATE_ESCAPE.search(raw):
-            json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidRequestError("the body holds a lone UTF-16 surrogate (\\ud800-\\udfff), "
-                                  "which is not text") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequestError(f"malformed JSON body: {exc}") from None
-    except RecursionError:
-        raise InvalidRequestError("malformed JSON body: nested too deeply") from None
-    return model.model_validate(data)
-
-
 def _ending_with(on_shutdown: Callable[[], Awaitable[None]]):
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -112,17 +115,22 @@ def build_http_app(
     service: GatewayService,
     *,
     registry: CollectorRegistry,
-    max_body_bytes: int,
+    max_body_bytes: int | Callable[[], int],
     status: Callable[[], dict],
-    keys: KeyRing | None = None,
-    metrics_public: bool = False,
+    keys: KeyRing | None | Callable[[], KeyRing | None] = None,
+    metrics_public: bool | Callable[[], bool] = False,
     echo_request_id: bool = True,
     metrics_text: Callable[[], Awaitable[bytes]] | None = None,
     on_shutdown: Callable[[], Awaitable[None]] | None = None,
+    plans: PlanStore | None = None,
 ) -> FastAPI:
     """The gateway's routes over ``service``; ``status`` feeds ``GET /status``.
 
-    ``keys`` None: no authentication at all (every request is ``anonymous``).
+    ``max_body_bytes``, ``keys`` and ``metrics_public`` may be callables, read on every
+    request (settings that change without a restart). ``keys`` None: no authentication
+    at all (every request is ``anonymous``). ``plans``: the router's plans (direct
+    mode); a completion whose ``x-serve-router-plan`` key finds its plan is served from
+    it without reading the body (:mod:`serving.gateway.plans`).
     ``echo_request_id`` False behind Ray Serve's proxy, which returns ``X-Request-Id``
     itself (a second copy would make the header a list). ``metrics_text`` renders
     ``GET /metrics`` (default: ``registry`` as it is; several gateway replicas render
@@ -131,22 +139,37 @@ def build_http_app(
     """
     app = FastAPI(title="serveout gateway", version="1",
                   lifespan=_ending_with(on_shutdown) if on_shutdown is not None else None)
-    service.metrics.declare_keys(keys.names if keys else (ANONYMOUS,))
+    current_keys = keys if callable(keys) else (lambda: keys)
+    body_limit = max_body_bytes if callable(max_body_bytes) else (lambda: max_body_bytes)
+    public = metrics_public if callable(metrics_public) else (lambda: metrics_public)
+    first_keys = current_keys()
+    service.metrics.declare_keys(first_keys.names if first_keys else (ANONYMOUS,))
 
     def refused(reason: str, request_id: str | None) -> None:
         service.metrics.auth_failures.labels(reason).inc()
         log_request(request_id=request_id, status=401, error="AuthenticationError", reason=f"{reason} key")
 
     # Added first, so it runs inside RequestIdMiddleware: a 401 carries X-Request-Id too.
-    app.add_middleware(ApiKeyMiddleware, keys=keys, open_paths=open_paths(metrics_public=metrics_public),
-                       on_refused=refused)
+    app.add_middleware(ApiKeyMiddleware, keys=current_keys,
+                       open_paths=lambda: open_paths(metrics_public=public()), on_refused=refused)
     app.add_middleware(RequestIdMiddleware, echo=echo_request_id)
 
     async def body_of(request: Request, model: type[Body]) -> Body:
-        return parse_body(await read_body(request, max_body_bytes), model)
+        return parse_body(await read_body(request, body_limit()), model)
 
     async def completion(request: Request, model: type[ChatCompletionRequest | CompletionRequest]):
         caller = request.state.caller
+        plan = await _claimed_plan(request, plans)
+        if plan is not None and plan.planned.chat == (model is ChatCompletionRequest):
+            try:
+                result = await service.complete_planned(plan.planned, caller=caller,
+                                                        trace_id=request.state.request_id)
+            except BaseException:
+                plans.finish(plan)
+                raise
+            return _response(result, on_end=lambda: plans.finish(plan))
+        if plan is not None:  # planned for the other endpoint: this one answers from the body
+            plans.finish(plan)
         try:
             body = await body_of(request, model)
         except (RequestError, ValidationError) as exc:
@@ -155,9 +178,7 @@ def build_http_app(
             raise
         result = await service.complete(body, caller=caller, session_id=request.headers.get("x-session-id"),
                                         trace_id=request.state.request_id)
-        if isinstance(result, EventStream):
-            return _ClosingStreamingResponse(result)
-        return JSONResponse(result.body, headers={REPLICA_HEADER: result.replica_id})
+        return _response(result)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -173,8 +194,16 @@ def build_http_app(
         cards = [model_card(m.name, m.max_model_len, created) for m in service.models.values()]
         return {"object": "list", "data": cards}
 
+    async def release_plan(request: Request) -> None:
+        """The router plans every POST it can read (it does not see the path): a plan for
+        a request that is not a completion ends here."""
+        plan = await _claimed_plan(request, plans)
+        if plan is not None:
+            plans.finish(plan)
+
     @app.post("/tokenize")
     async def tokenize(request: Request):
+        await release_plan(request)
         body = await body_of(request, TokenizeRequest)
         served = service.model(body.model)
         if (body.prompt is None) == (body.messages is None):
@@ -187,6 +216,7 @@ def build_http_app(
 
     @app.post("/detokenize")
     async def detokenize(request: Request):
+        await release_plan(request)
         body = await body_of(request, DetokenizeRequest)
         served = service.model(body.model)
         return {"prompt": served.tokenizer.decode(body.tokens)}

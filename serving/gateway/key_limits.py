@@ -63,7 +63,7 @@ class KeyRateLimiter:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic, gateways: int = 1) -> None:
         self.clock = clock
         self.gateways = gateways
-        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        self._buckets: dict[tuple[str, str, int], TokenBucket] = {}
 
     def set_gateways(self, gateways: int) -> None:
         """Enforce ``1/gateways`` of every limit from now on (budgets keep their fill)."""
@@ -78,7 +78,7 @@ class KeyRateLimiter:
         per_minute = getattr(caller.limits, limit)
         if per_minute is None:
             return None
-        key = (caller.name, limit)
+        key = (caller.name, limit, per_minute)  # a changed limit (keys file reloaded) starts afresh
         if key not in self._buckets:
             self._buckets[key] = TokenBucket(per_minute / self.gateways, self.clock())
         return self._buckets[key]

@@ -16,6 +16,8 @@
 | serveout_key_in_flight_requests | gauge | key |
 | serveout_key_rejected_requests_total | counter | key, reason |
 | serveout_auth_failures_total | counter | reason (missing / invalid) |
+| serveout_keys_reload_failures_total | counter | |
+| serveout_planned_requests_total | counter | source (router / replica) |
 
 ``reason`` of a refusal: ``overloaded`` (the bound), ``fair_share``, ``concurrency``,
 ``rpm``, ``tpm``; ``draining`` (503 while the gateway drains; per model only). ``key``
@@ -89,6 +91,13 @@ class GatewayMetrics:
         self.auth_failures = Counter(
             "serveout_auth_failures", "Requests refused for a missing or wrong API key.",
             ["reason"], registry=registry)
+        self.keys_reload_failures = Counter(
+            "serveout_keys_reload_failures", "Changed API keys files refused (the old keys stay).",
+            registry=registry)
+        self.planned = Counter(
+            "serveout_planned_requests", "Completion requests by who tokenised them: the router "
+            "(its plan reached the replica) or the replica itself (no plan for it).",
+            ["source"], registry=registry)
 
     def declare_model(self, model: str) -> None:
         """Export the per-model counters at 0 before the first request.

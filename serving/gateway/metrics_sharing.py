@@ -11,7 +11,7 @@ and never outlives the app. A board that does not answer within ``timeout_s`` le
 the scrape with this replica's own series only (labelled too).
 
 With a single gateway replica none of this runs: ``/metrics`` is the registry as it
-is (see :func:`serving.gateway.ingress.gateway_replicas_at_most`).
+is (see :func:`serving.gateway.core.gateway_processes_at_most`).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ BOARD_TIMEOUT_S = 2.0
 """How long a publish or a scrape waits for the board."""
 
 
-def shared_views(in_engine: bool) -> frozenset[str]:
+def shared_views(direct: bool) -> frozenset[str]:
     """Families every gateway replica computes alike, shown once from the answering
     replica: Serve's replica counts and, with separate gateways, the engines' stats
-    (each gateway's router polls the same engines). A gateway inside an engine
+    (each gateway's router polls the same engines). In the direct mode every engine
     replica reports its own engine: those are published like its counters."""
-    return frozenset({REPLICAS_FAMILY}) if in_engine else frozenset({REPLICAS_FAMILY}) | ENGINE_VIEW_FAMILIES
+    return frozenset({REPLICAS_FAMILY}) if direct else frozenset({REPLICAS_FAMILY}) | ENGINE_VIEW_FAMILIES
 
 
 class BoardChannel(Protocol):

@@ -51,7 +51,8 @@ from serving.gateway.openai_format import (
     StreamEncoder,
 )
 from serving.gateway.replica_status import ReplicaCounts
-from serving.gateway.request_planning import Tokenizer, plan_request
+from serving.gateway.plans import PlannedRequest, plan_completion
+from serving.gateway.request_planning import Tokenizer
 from serving.gateway.schemas import ChatCompletionRequest, CompletionRequest, new_id
 
 log = logging.getLogger("serveout.gateway")
@@ -162,20 +163,10 @@ class GatewayService:
         Errors before the first token raise (the caller answers with an HTTP status);
         errors after it become an SSE error event.
         """
-        started = time.monotonic()
         chat = isinstance(body, ChatCompletionRequest)
-        endpoint = "chat" if chat else "completions"
-        admitted: Admitted | None = None
-        try:
-            served = self.model(body.model)
-            self.drain_state.refuse_new(served.admission.retry_after_s)
-            served.check_can_serve()
-            # Admission first: a request counts against the bound from the moment it is
-            # parsed, so a burst cannot wait unbounded in a tokenisation backlog.
-            admitted = self._admit(served, caller)
-            # Tokenising is CPU work: off the event loop, which keeps serving streams.
-            request = await asyncio.to_thread(
-                plan_request,
+
+        def plan(served: ServedModel) -> PlannedRequest:
+            return plan_completion(
                 body,
                 tokenizer=served.tokenizer,
                 served_model=served.name,
@@ -185,6 +176,49 @@ class GatewayService:
                 deadline_s=time.time() + self.request_timeout_s,
                 trace_id=trace_id,
             )
+
+        async def planned_here(served: ServedModel) -> PlannedRequest:
+            # Tokenising is CPU work: off the event loop, which keeps serving streams.
+            planned = await asyncio.to_thread(plan, served)
+            self.metrics.planned.labels("replica").inc()
+            return planned
+
+        return await self._serve(body.model, chat, planned_here, caller=caller, trace_id=trace_id)
+
+    async def complete_planned(
+        self, planned: PlannedRequest, *, caller: Caller = ANONYMOUS_CALLER, trace_id: str | None = None,
+    ) -> JsonAnswer | EventStream:
+        """Like :meth:`complete`, for a request the router already validated and
+        tokenised (:mod:`serving.gateway.plans`): nothing is parsed or tokenised again."""
+        async def given(served: ServedModel) -> PlannedRequest:
+            self.metrics.planned.labels("router").inc()
+            return planned
+
+        return await self._serve(planned.model, planned.chat, given, caller=caller, trace_id=trace_id)
+
+    async def _serve(
+        self,
+        model_name: str,
+        chat: bool,
+        make_plan: Callable[[ServedModel], Awaitable[PlannedRequest]],
+        *,
+        caller: Caller,
+        trace_id: str | None,
+    ) -> JsonAnswer | EventStream:
+        started = time.monotonic()
+        endpoint = "chat" if chat else "completions"
+        admitted: Admitted | None = None
+        try:
+            served = self.model(model_name)
+            self.drain_state.refuse_new(served.admission.retry_after_s)
+            served.check_can_serve()
+            # Admission first: a request counts against the bound from the moment it is
+            # parsed, so a burst cannot wait unbounded in a tokenisation backlog.
+            admitted = self._admit(served, caller)
+            planned = await make_plan(served)
+            request = planned.generation
+            if trace_id is not None and request.trace_id != trace_id:
+                request = dataclasses.replace(request, trace_id=trace_id)
             sampling = request.sampling
             admitted.budget.reserve_tokens(
                 len(request.prompt_token_ids) + sampling.n * sampling.max_tokens)
@@ -192,7 +226,7 @@ class GatewayService:
             if admitted is not None:
                 admitted.release(0)  # nothing reached an engine
             if isinstance(exc, RequestError):
-                model = body.model if body.model in self.models else "unknown"
+                model = model_name if model_name in self.models else "unknown"
                 status = map_error(exc).status
                 self.metrics.count_request(model, endpoint, str(status), caller.name)
                 if isinstance(exc, (OverloadedError, ServerDrainingError)):
@@ -211,11 +245,10 @@ class GatewayService:
         except BaseException as exc:
             await call.close(exc)
             raise
-        if not body.stream:
-            answer = await call.collect(first, lambda: ResponseAssembler(fmt, header, body.n))
+        if not planned.stream:
+            answer = await call.collect(first, lambda: ResponseAssembler(fmt, header, planned.n))
             return JsonAnswer(answer, call.last.replica_id if call.last else first.replica_id)
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        events = call.sse(first, StreamEncoder(fmt, header, body.n, include_usage))
+        events = call.sse(first, StreamEncoder(fmt, header, planned.n, planned.include_usage))
         return EventStream(events, lambda: call.close(asyncio.CancelledError()), first.replica_id)
 
     def _admit(self, served: ServedModel, caller: Caller) -> Admitted:
@@ -237,13 +270,16 @@ class _Call:
         self.service, self.served, self.request = service, served, request
         self.endpoint, self.started, self.admitted = endpoint, started, admitted
         self.key = admitted.caller.name
-        self.deadline = asyncio.get_running_loop().time() + service.request_timeout_s
         self.chunks = served.engine.stream(request)
         self.last: GenerationChunk | None = None
         self.retried = False
         self.closed = False
-        self.cut_by: ServerDrainingError | None = None  # set when a drain cuts the request
-        self._waiting: asyncio.Timeout | None = None  # the deadline of the chunk awaited now
+        # One timer per request (not one per chunk): at the deadline, or when a drain
+        # cuts the request, the chunk being awaited is cancelled and the stream ends
+        # with ``ended_by``.
+        self.ended_by: RequestError | None = None
+        self._waiter: asyncio.Task | None = None  # the task awaiting a chunk right now
+        self._deadline = asyncio.get_running_loop().call_later(service.request_timeout_s, self._expire)
         service.metrics.in_flight.labels(served.name).inc()
         service.metrics.key_in_flight.labels(self.key).inc()
         service.drain_state.track(self)
@@ -251,25 +287,31 @@ class _Call:
     def cut(self, error: ServerDrainingError) -> None:
         """End the request with ``error``: at once if it waits for a chunk, else before
         the next one."""
-        self.cut_by = self.cut_by or error
-        if self._waiting is not None and not self._waiting.expired():
-            self._waiting.reschedule(asyncio.get_running_loop().time())
+        self._end(error)
+
+    def _expire(self) -> None:
+        self._end(DeadlineExceededError(
+            f"the request did not finish within {self.service.request_timeout_s:g} s and was cancelled"))
+
+    def _end(self, error: RequestError) -> None:
+        if self.ended_by is None:
+            self.ended_by = error
+            if self._waiter is not None:
+                self._waiter.cancel()
 
     async def _next(self) -> GenerationChunk | None:
-        if self.cut_by is not None:
-            raise self.cut_by
+        if self.ended_by is not None:
+            raise self.ended_by
+        self._waiter = task = asyncio.current_task()
         try:
-            async with asyncio.timeout_at(self.deadline) as self._waiting:
-                chunk = await anext(self.chunks, None)
-        except TimeoutError:
-            if self.cut_by is not None:
-                raise self.cut_by from None
-            raise DeadlineExceededError(
-                f"the request did not finish within {self.service.request_timeout_s:g} s "
-                "and was cancelled"
-            ) from None
+            chunk = await anext(self.chunks, None)
+        except asyncio.CancelledError:
+            # Ours (deadline or drain) unless someone else cancelled the task too.
+            if self.ended_by is not None and task.uncancel() == 0:
+                raise self.ended_by from None
+            raise
         finally:
-            self._waiting = None
+            self._waiter = None
         if chunk is not None:
             self.last = chunk
         return chunk
@@ -295,6 +337,10 @@ class _Call:
     async def _retry(self, failure: ReplicaFailedError) -> None:
         """Start the request again on another replica (a new engine request id, the same
         prompt and deadline); raise instead if it already was."""
+        if not self.served.engine.retries_elsewhere:
+            raise ReplicaFailedError(
+                f"{failure.message}; another replica can serve the request",
+                replica_id=failure.replica_id, reason=failure.reason) from failure
         if self.retried:
             raise ReplicaFailedError(
                 f"{failure.message} (the request had already been retried on another replica)",
@@ -352,6 +398,7 @@ class _Call:
         if self.closed:
             return
         self.closed = True
+        self._deadline.cancel()
         self.service.drain_state.forget(self)
         last = self.last
         # Without a chunk the engine may still have read the prompt: charge it.

@@ -36,7 +36,8 @@ from serving.manifests.sizing import sized_gateway_replicas
 from serving.manifests.target import ClusterTarget
 from serving.manifests.writer import write_manifests
 
-CLUSTER_DEFAULTS = {"gateway": {"host": "0.0.0.0"}}
+CLUSTER_DEFAULTS = {"gateway": {"host": "0.0.0.0", "mode": "separate"}}
+"""The rendered manifests run the separate mode unless the stack file says otherwise."""
 
 
 def load_cluster_target(path: Path) -> ClusterTarget:
@@ -65,7 +66,7 @@ def cluster_stack_config(model: str | None, stack_file: Path | None, target: Clu
     if target.api_keys_secret:
         defaults = merge(defaults, {"gateway": {"api_keys_file": str(DEFAULT_KEYS_FILE)}})
     own_gateway = data.get("gateway") if isinstance(data.get("gateway"), dict) else {}
-    if target.gateways and own_gateway.get("mode") != "in-engine":
+    if target.gateways and own_gateway.get("mode", "separate") == "separate":
         if own_gateway.get("ray_resources") is None:  # merged deeply, so only when unset
             defaults = merge(defaults, {"gateway": {"ray_resources": {GATEWAY_RESOURCE: 1}}})
         if gateways := sized_gateway_replicas(target.gateways):

@@ -169,10 +169,11 @@ def plan_gateways(config: StackConfig, target: ClusterTarget) -> GatewayPlan | N
     if pods is None:
         return None
     gateway = config.gateway
-    if gateway.in_engine:
+    if gateway.direct:
         raise ConfigError(
             f"target {target.name} gives gateway replicas pods of their own (gateways:), but "
-            f"gateway.mode in-engine runs none: use gateway.mode separate or a target without gateways"
+            f"gateway.mode direct runs none (the gateway runs in every engine replica): use "
+            f"gateway.mode separate or a target without gateways"
         )
     scaling = gateway.autoscaling
     if scaling.enabled and gateway.ray_resources:

@@ -73,7 +73,7 @@ def _driver_note(target: ClusterTarget) -> str:
 
 def _bare_metal_note(config: StackConfig) -> str:
     """Which VMs can host the gateway replicas, when they ask for a resource of their own."""
-    if config.gateway.in_engine or not config.gateway.ray_resources:
+    if config.gateway.direct or not config.gateway.ray_resources:
         return ""
     wanted = ", ".join(f"{k}: {v:g}" for k, v in config.gateway.ray_resources.items())
     return (f"# Each gateway replica asks Ray for {{{wanted}}}: only VMs that offer it host gateways\n"

@@ -24,6 +24,7 @@ All calls come from the router's event loop: no locks here.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -128,3 +129,43 @@ class RoutingCore:
 
     def is_tracking(self, request_id: str) -> bool:
         return request_id in self._assignments
+
+
+class RouteTicket:
+    """What a caller that sends the request itself (the direct mode's router: HAProxy
+    carries the request) gets back from a routing decision, to report the request's end.
+
+    The Serve adapter :meth:`bind` s it when it ranks the request; :meth:`finish` later
+    releases the request from the core's load view (and, when the replica's engine
+    died, marks the replica failed), on the event loop the core runs on, whichever
+    thread calls it. Finishing twice, or an unbound ticket, does nothing."""
+
+    def __init__(self) -> None:
+        self.replica_id: str | None = None
+        self._core: RoutingCore | None = None
+        self._request_id: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, core: RoutingCore, request_id: str, replica_id: str) -> None:
+        self._core, self._request_id, self.replica_id = core, request_id, replica_id
+        self._loop = asyncio.get_running_loop()
+
+    def finish(self, *, engine_dead: bool = False) -> None:
+        core, self._core = self._core, None
+        if core is None or self._loop is None:
+            return
+        request_id, replica_id = self._request_id, self.replica_id
+
+        def release() -> None:
+            core.on_finished(request_id)
+            if engine_dead and replica_id is not None:
+                core.mark_failed(replica_id)
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            release()
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(release)

@@ -103,13 +103,19 @@ class RouterMetricsSnapshot:
     decisions: Mapping[tuple[RoutingPolicyName, RoutingDecision], int] = field(default_factory=dict)
     engine: Mapping[str, EngineStats] = field(default_factory=dict)
     failed: frozenset[str] = frozenset()
+    engine_view: bool = True
 
 
 class RouterMetrics:
-    """The counters and engine-stat snapshot of one router (thread-safe)."""
+    """The counters and engine-stat snapshot of one router (thread-safe).
 
-    def __init__(self, deployment: str) -> None:
+    ``engine_view`` False: export no engine stats (the ``serveout_engine_*`` families and
+    the queue depth). The direct mode's router says so, because there every engine
+    replica exports its own, fresher, stats."""
+
+    def __init__(self, deployment: str, *, engine_view: bool = True) -> None:
         self.deployment = deployment
+        self.engine_view = engine_view
         self._lock = threading.Lock()
         self._routed: Counter[tuple[str, RoutingPolicyName]] = Counter()
         self._decisions: Counter[tuple[RoutingPolicyName, RoutingDecision]] = Counter()
@@ -125,7 +131,8 @@ class RouterMetrics:
     def set_replicas(self, engine_stats: Mapping[str, EngineStats | None]) -> None:
         """The live replicas and their latest stats (``None`` = not polled yet)."""
         with self._lock:
-            self._engine = {rid: stats for rid, stats in engine_stats.items() if stats is not None}
+            self._engine = {rid: stats for rid, stats in engine_stats.items()
+                            if stats is not None and self.engine_view}
             for key in [key for key in self._routed if key[0] not in engine_stats]:
                 del self._routed[key]
 
@@ -138,7 +145,7 @@ class RouterMetrics:
         with self._lock:
             return RouterMetricsSnapshot(
                 self.deployment, dict(self._routed), dict(self._decisions), dict(self._engine),
-                self._failed,
+                self._failed, self.engine_view,
             )
 
 
@@ -181,7 +188,8 @@ def _families(snapshots: list[RouterMetricsSnapshot]) -> Iterator[Metric]:
     failed: set[tuple[str, str]] = set()
     deployments: set[str] = set()
     for snap in snapshots:
-        deployments.add(snap.deployment)
+        if snap.engine_view:
+            deployments.add(snap.deployment)
         for (replica, policy), n in snap.routed.items():
             routed[(snap.deployment, replica, str(policy))] += n
         for (policy, decision), n in snap.decisions.items():

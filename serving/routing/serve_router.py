@@ -42,7 +42,7 @@ from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, R
 from serving.config.stack import RoutingSpec
 from serving.engine.protocol import GenerationRequest
 from serving.errors import ServeoutError
-from serving.routing.core import Candidate, RoutingCore
+from serving.routing.core import Candidate, RouteTicket, RoutingCore
 from serving.routing.metrics import RouterMetrics, routing_collector
 from serving.routing.policy import RoutingRequest, engine_stats_from_routing_stats
 from serving.routing.registry import build_policy, parse_routing_spec
@@ -51,21 +51,30 @@ log = logging.getLogger("serveout.routing")
 
 GENERATE_METHOD = "generate"
 """The engine deployment's generation method; other methods are control calls."""
+ROUTE_TICKET_KWARG = "route_ticket"
+"""``choose_replica``'s keyword for a :class:`~serving.routing.core.RouteTicket`: the
+caller sends the request itself (``_reserve=False``: Serve takes the first replica of the
+first rank and reports nothing back), so the adapter counts it as routed at once and
+hands the ticket the means to report its end."""
 AVOID_REPLICA_KWARG = "avoid_replica"
 """``generate``'s keyword naming a replica that failed this request's earlier attempt:
 the router marks it failed, so no request goes there until Serve removes it."""
 
 
-def request_router_config(spec: RoutingSpec, *, deployment_label: str) -> RequestRouterConfig:
+def request_router_config(spec: RoutingSpec, *, deployment_label: str,
+                          engine_view: bool = True) -> RequestRouterConfig:
     """The engine deployment's ``request_router_config``: this router, ``spec``, its stats period.
 
-    ``deployment_label`` is the ``deployment`` label of the routing metrics.
+    ``deployment_label`` is the ``deployment`` label of the routing metrics;
+    ``engine_view`` whether the router exports the engines' stats (see
+    :class:`~serving.routing.metrics.RouterMetrics`).
     """
     return RequestRouterConfig(
         request_router_class=ServeoutRequestRouter,
         request_router_kwargs={
             "spec": spec.model_dump(mode="json"),
             "deployment_label": deployment_label,
+            "engine_view": engine_view,
         },
         request_routing_stats_period_s=spec.stats_period_s,
     )
@@ -82,6 +91,7 @@ class ServeoutRequestRouter(RequestRouter):
         self,
         spec: Mapping[str, Any] | None = None,
         deployment_label: str | None = None,
+        engine_view: bool = True,
         registry: CollectorRegistry | None = None,
     ) -> None:
         """Build the policy from ``request_router_kwargs`` (see :func:`request_router_config`).
@@ -90,7 +100,7 @@ class ServeoutRequestRouter(RequestRouter):
         registry in production (Serve passes only JSON data), a fresh one in tests.
         """
         routing_spec = parse_routing_spec(spec) if spec is not None else RoutingSpec()
-        metrics = RouterMetrics(deployment_label or self._deployment_id.name)
+        metrics = RouterMetrics(deployment_label or self._deployment_id.name, engine_view=engine_view)
         routing_collector(registry).attach(metrics)
         self._core = RoutingCore(build_policy(routing_spec), metrics)
         log.info("routing %s with %s", metrics.deployment, routing_spec.policy)
@@ -130,10 +140,11 @@ class ServeoutRequestRouter(RequestRouter):
             return [list(candidate_replicas)]  # Serve picks the least loaded
         pending_request.routing_context.should_backoff = True
         by_id = {r.replica_id.unique_id: r for r in candidate_replicas}
-        candidates = [
-            Candidate(replica_id, self.replica_queue_len_cache.get(replica.replica_id))
-            for replica_id, replica in by_id.items()
-        ]
+        ticket = pending_request.kwargs.get(ROUTE_TICKET_KWARG)
+        if not isinstance(ticket, RouteTicket):
+            ticket = None
+        candidates = [Candidate(replica_id, self._queue_len(replica, polled=ticket is not None))
+                      for replica_id, replica in by_id.items()]
         failed = pending_request.kwargs.get(AVOID_REPLICA_KWARG)
         if isinstance(failed, str):
             self.routing.mark_failed(failed)
@@ -146,9 +157,24 @@ class ServeoutRequestRouter(RequestRouter):
         except Exception:  # a policy bug must not strand the request in Serve's queue
             log.exception("routing policy failed; letting Serve pick")
             return [list(candidate_replicas)]
+        if ticket is not None and order:
+            # Serve takes order[0] without asking the replica and calls no hook back.
+            self.routing.on_routed(request, order[0])
+            ticket.bind(self.routing, request.request_id, order[0])
+            return [[by_id[order[0]]]]
         if watch_cancel and order:
             pending_request.future.add_done_callback(partial(self._on_pending_done, request.request_id))
         return [[by_id[replica_id]] for replica_id in order if replica_id in by_id]
+
+    def _queue_len(self, replica: RunningReplica, *, polled: bool) -> int | None:
+        """Serve's cached ongoing count of ``replica``; for requests sent out of band
+        (nobody probes the replicas then) the engine's waiting + running as last polled,
+        which covers the other routers' requests."""
+        cached = self.replica_queue_len_cache.get(replica.replica_id)
+        if cached is not None or not polled:
+            return cached
+        stats = engine_stats_from_routing_stats(replica.routing_stats)
+        return stats.queue_depth if stats is not None else None
 
     def _on_pending_done(self, request_id: str, future: asyncio.Future) -> None:
         if future.cancelled():  # given up before Serve sent it: no completion will follow

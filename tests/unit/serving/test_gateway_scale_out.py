@@ -1,4 +1,5 @@
-"""Several gateway replicas: from the CLI and config to Serve's deployment options."""
+"""Several gateway replicas (the separate mode): from the CLI and config to Serve's
+deployment options."""
 
 from __future__ import annotations
 
@@ -19,14 +20,14 @@ def test_one_gateway_by_default():
 
 
 def test_gateway_replicas_reach_the_deployment_and_size_its_serve_bounds_by_share():
-    one = gateway_deployment_options(from_cli(["--max-in-flight", "256"]))
-    four = gateway_deployment_options(from_cli(["--max-in-flight", "256", "--gateway-replicas", "4"]))
+    one = gateway_deployment_options(from_cli(["--gateway-mode", "separate", "--max-in-flight", "256"]))
+    four = gateway_deployment_options(from_cli(["--gateway-mode", "separate", "--max-in-flight", "256", "--gateway-replicas", "4"]))
     assert four["num_replicas"] == 4
     assert four["max_ongoing_requests"] == 2 * 64 + 64 < one["max_ongoing_requests"]
 
 
 def test_gateway_autoscaling_uses_serves_policy_on_in_flight_requests():
-    config = from_cli(["--gateway-autoscale", "2..6", "--gateway-target-in-flight", "32"])
+    config = from_cli(["--gateway-mode", "separate", "--gateway-autoscale", "2..6", "--gateway-target-in-flight", "32"])
     assert config.gateway.max_replica_count == 6
     options = gateway_deployment_options(config)
     assert "num_replicas" not in options
@@ -54,11 +55,13 @@ def test_gateways_can_be_pinned_to_nodes_offering_a_custom_resource():
     assert gateway_deployment_options(pinned)["ray_actor_options"]["resources"] == {"serveout_gateway": 1}
 
 
-def test_prefix_homes_are_on_exactly_when_several_gateways_run():
+def test_prefix_homes_are_on_exactly_when_several_routers_run():
     from serving.app_builder import resolved_routing
 
-    assert resolved_routing(from_cli(["--routing", "prefix-affinity"])).prefix_home is False
-    assert resolved_routing(from_cli(["--routing", "prefix-affinity", "--gateway-replicas", "2"])).prefix_home
-    assert resolved_routing(from_cli(["--gateway-autoscale", "1..3"])).prefix_home
+    separate = ["--gateway-mode", "separate"]
+    assert resolved_routing(from_cli([*separate, "--routing", "prefix-affinity"])).prefix_home is False
+    assert resolved_routing(from_cli([*separate, "--routing", "prefix-affinity", "--gateway-replicas", "2"])).prefix_home
+    assert resolved_routing(from_cli([*separate, "--gateway-autoscale", "1..3"])).prefix_home
+    assert resolved_routing(from_cli(["--routing", "prefix-affinity"])).prefix_home  # direct: a router per node
     with pytest.raises(ValidationError):
         GatewaySpec(ray_resources={"serveout_gateway": 0})

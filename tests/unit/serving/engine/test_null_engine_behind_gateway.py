@@ -29,6 +29,9 @@ class DirectEngineClient:
     def __init__(self, engine: NullEngine) -> None:
         self.engine = engine
 
+    retries_elsewhere = True
+
+
     async def stream(self, request, *, avoid_replica=None):
         async for chunk in self.engine.generate(request):
             yield chunk

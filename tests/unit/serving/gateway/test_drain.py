@@ -26,6 +26,9 @@ class FakeStuckEngineClient:
     def __init__(self):
         self.closed = 0
 
+    retries_elsewhere = True
+
+
     async def stream(self, request):
         try:
             await asyncio.Event().wait()

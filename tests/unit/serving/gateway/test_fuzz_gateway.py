@@ -62,6 +62,9 @@ class FakeEngineClient:
     def __init__(self) -> None:
         self.last: GenerationRequest | None = None
 
+    retries_elsewhere = True
+
+
     async def stream(self, request: GenerationRequest):
         self.last = request
         s = request.sampling

@@ -4,7 +4,7 @@ import pytest
 
 from serving.errors import InvalidRequestError
 from serving.gateway.error_mapping import map_error
-from serving.gateway.http_app import parse_body
+from serving.gateway.body_parsing import parse_body
 from serving.gateway.schemas import ChatCompletionRequest
 
 

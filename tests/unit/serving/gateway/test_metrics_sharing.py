@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from serving.gateway.http_app import build_http_app
-from serving.gateway.ingress import gateway_replicas_at_most
+from serving.gateway.core import gateway_processes_at_most
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.metrics_board import GATEWAY_REPLICA_LABEL, MetricsBoard, Snapshot
 from serving.gateway.metrics_sharing import FleetMetrics, RayBoardChannel, board_actor_name, shared_views
@@ -21,7 +21,7 @@ from tests.unit.serving.config.test_engine_backend import from_cli
 from tests.unit.serving.gateway.test_service import MODEL, FakeEngineClient, service
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
-SEPARATE = shared_views(in_engine=False)
+SEPARATE = shared_views(direct=False)
 
 
 class FakeBoardChannel:
@@ -202,15 +202,15 @@ def test_the_ray_board_is_one_named_actor_per_app_and_a_last_publish_never_creat
 def test_shared_views_are_the_engine_deployment_seen_alike_by_every_gateway():
     assert {"serveout_replicas", "serveout_queue_depth", "serveout_engine_kv_cache_usage"} <= SEPARATE
     assert "serveout_routed_requests" not in SEPARATE and "serveout_requests" not in SEPARATE
-    assert shared_views(in_engine=True) == {"serveout_replicas"}  # each reports its own engine
+    assert shared_views(direct=True) == {"serveout_replicas"}  # each reports its own engine
 
 
 @pytest.mark.parametrize("argv, most", [
-    ([], 1),
-    (["--gateway-replicas", "3"], 3),
-    (["--gateway-autoscale", "1..4"], 4),
-    (["--gateway-mode", "in-engine", "--replicas", "2"], 2),
-    (["--gateway-mode", "in-engine"], 1),
+    (["--gateway-mode", "separate"], 1),
+    (["--gateway-mode", "separate", "--gateway-replicas", "3"], 3),
+    (["--gateway-mode", "separate", "--gateway-autoscale", "1..4"], 4),
+    (["--replicas", "2"], 3),  # direct: two engine replicas and the routers
+    ([], 2),
 ])
-def test_metrics_are_shared_exactly_when_several_gateways_can_run(argv, most):
-    assert gateway_replicas_at_most(from_cli(argv)) == most
+def test_metrics_are_shared_exactly_when_several_gateway_processes_can_run(argv, most):
+    assert gateway_processes_at_most(from_cli(argv)) == most

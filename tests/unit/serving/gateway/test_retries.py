@@ -32,6 +32,9 @@ class FakeDyingEngineClient:
         self.calls: list[tuple[str, str | None]] = []
         self.closed = 0
 
+    retries_elsewhere = True
+
+
     async def stream(self, request, *, avoid_replica=None):
         self.calls.append((request.request_id, avoid_replica))
         replica = f"r{len(self.calls)}"

@@ -33,6 +33,9 @@ class FakeEngineClient:
         self.words, self.delay_s = words, delay_s
         self.closed = 0
 
+    retries_elsewhere = True
+
+
     async def stream(self, request):
         try:
             for i, word in enumerate(self.words):

@@ -178,10 +178,10 @@ def test_without_gateway_pods_the_gateways_ask_for_no_resource(tmp_path, capsys)
 def test_gateway_pods_for_gateways_inside_the_engines_are_refused_in_one_line(tmp_path, capsys):
     """Not the StackConfig's complaint about a gateway.replicas the user never set."""
     stack = tmp_path / "stack.yaml"
-    stack.write_text("gateway: {mode: in-engine}\n")
+    stack.write_text("gateway: {mode: direct}\n")
     out = tmp_path / "out"
     code = main(["render", "--model", "llama-3.1-8b-instruct", "--config", str(stack), "--target", str(H200),
                  "--out", str(out)])
     err = capsys.readouterr().err
-    assert code == 2 and "in-engine runs none" in err and err.count("\n") == 1
+    assert code == 2 and "direct runs none" in err and err.count("\n") == 1
     assert not out.exists()

@@ -179,6 +179,6 @@ def test_gateway_pods_offer_what_a_replica_asks_for_and_follow_serves_bounds():
 
 def test_gateway_pods_are_refused_for_gateways_inside_the_engines():
     target = ClusterTarget.model_validate(_target(gateways={"cpus": 2}))
-    config = cluster_config(CATALOG.get("llama-3.1-8b-instruct"), target, gateway={"mode": "in-engine"})
-    with pytest.raises(ConfigError, match="in-engine runs none"):
+    config = cluster_config(CATALOG.get("llama-3.1-8b-instruct"), target, gateway={"mode": "direct"})
+    with pytest.raises(ConfigError, match="direct runs none"):
         plan_gateways(config, target)

@@ -217,7 +217,7 @@ def test_request_router_config_carries_the_spec_and_the_stats_period():
     assert config.request_router_class == "serving.routing.serve_router.ServeoutRequestRouter"
     assert config.request_routing_stats_period_s == 0.5
     assert json.loads(json.dumps(config.request_router_kwargs)) == {
-        "spec": spec.model_dump(mode="json"), "deployment_label": "chat"}
+        "spec": spec.model_dump(mode="json"), "deployment_label": "chat", "engine_view": True}
 
 
 def test_the_pickled_router_class_loads_and_initialises_in_a_fresh_process():

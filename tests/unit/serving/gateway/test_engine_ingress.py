@@ -1,5 +1,5 @@
-"""``gateway.mode: in-engine``: its config rules, its Serve options, and the local
-engine client (with FAKE generators: pure logic)."""
+"""``gateway.mode: direct``: its config rules, its Serve options, and the local engine
+client (with FAKE generators: pure logic)."""
 
 from __future__ import annotations
 
@@ -7,28 +7,38 @@ import asyncio
 
 import pytest
 
-from serving.app_builder import in_engine_deployment_options
+from serving.app_builder import direct_engine_deployment_options, engine_version
 from serving.engine.protocol import GenerationChunk
 from serving.errors import ConfigError, EngineError, ReplicaFailedError
-from serving.gateway.in_engine import LocalEngineClient
+from serving.gateway.engine_ingress import LocalEngineClient
 from tests.unit.serving.config.test_engine_backend import from_cli
 
 
-def test_in_engine_mode_has_no_serveout_router_and_serve_bounds_above_the_share():
-    config = from_cli(["--gateway-mode", "in-engine", "--replicas", "2", "--max-in-flight", "100"])
-    options = in_engine_deployment_options(config)
-    assert "request_router_config" not in options
+def test_the_direct_mode_routes_through_serveouts_router_and_serve_bounds_sit_above_the_share():
+    config = from_cli(["--replicas", "2", "--max-in-flight", "100"])
+    options = direct_engine_deployment_options(config)
+    kwargs = options["request_router_config"].request_router_kwargs
+    assert kwargs["engine_view"] is False  # each replica exports its own engine's stats
     assert options["num_replicas"] == 2
     assert options["max_ongoing_requests"] == 2 * 50 + 64  # each replica admits 50
+    assert options["user_config"]["gateway"]["max_in_flight"] == 100
+
+
+def test_settings_keep_the_engine_version_and_what_builds_an_engine_changes_it():
+    base = engine_version(from_cli(["--replicas", "2"]))
+    assert engine_version(from_cli(["--replicas", "2", "--routing", "round-robin",
+                                    "--max-in-flight", "7"])) == base
+    assert engine_version(from_cli(["--replicas", "2", "--dtype", "bfloat16"])) != base
+    assert engine_version(from_cli(["--replicas", "1"])) != base  # cores per replica change
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--routing", "prefix-affinity"], "needs gateway.mode separate"),
-    (["--gateway-replicas", "2"], "one gateway per engine replica"),
+    (["--gateway-mode", "in-engine"], "replaced by direct"),
+    (["--gateway-replicas", "2"], "gateway.mode direct runs the gateway in every engine replica"),
 ])
-def test_in_engine_mode_refuses_what_it_cannot_do(argv, message):
+def test_the_direct_mode_refuses_what_it_cannot_do(argv, message):
     with pytest.raises(ConfigError, match=message):
-        from_cli(["--gateway-mode", "in-engine", *argv])
+        from_cli(argv)
 
 
 def chunk(n: int) -> GenerationChunk:

@@ -1,0 +1,245 @@
+"""Everything one gateway replica runs, whichever Serve deployment hosts it.
+
+:class:`GatewayCore` holds admission, API keys, the tokenizer, metrics and the OpenAI
+app. In the direct mode it runs inside every engine replica
+(:class:`~serving.gateway.engine_ingress.EngineIngress`); in the separate mode inside
+each gateway replica (:class:`~serving.gateway.ingress.Gateway`).
+
+Settings change without a restart: :meth:`GatewayCore.reconfigure` takes a new
+:class:`StackConfig` (Serve calls the hosting replica's ``reconfigure`` with the app's
+``user_config``) and applies the gateway's bound, limits, timeouts and keys to new
+requests; requests in flight finish under the settings they started with. The API keys
+file is also re-read when it changes on disk (checked every
+:data:`KEYS_FILE_CHECK_S`), so rotating a key needs neither a redeploy nor a restart
+and drops no stream; a file that no longer parses is refused (the old keys stay, the
+error is logged and counted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+from prometheus_client import REGISTRY
+from ray import serve
+
+from serving.config.stack import GatewaySpec, StackConfig
+from serving.errors import ConfigError
+from serving.gateway.admission import AdmissionController
+from serving.gateway.api_keys import KeyRing, read_keys_file
+from serving.gateway.engine_client import EngineClient
+from serving.gateway.http_app import build_http_app
+from serving.gateway.key_limits import KeyRateLimiter
+from serving.gateway.metrics import GatewayMetrics
+from serving.gateway.metrics_sharing import FleetMetrics, RayBoardChannel, shared_views
+from serving.gateway.plan_store import PlanStore
+from serving.gateway.replica_status import ReplicaCounts, ServeReplicaWatcher
+from serving.gateway.service import GatewayService, ServedModel
+from serving.gateway.tokenization import PromptTokenizer
+from serving.routing.metrics import routing_collector
+
+log = logging.getLogger("serveout.gateway")
+
+KEYS_FILE_CHECK_S = 2.0
+"""How often a gateway replica looks whether its API keys file changed."""
+
+
+class KeysFile:
+    """The API keys of ``path``, re-read when its modification time or size changes."""
+
+    def __init__(self, path: Path, spec: GatewaySpec) -> None:
+        self.path, self._spec = path, spec
+        self.ring = KeyRing(read_keys_file(path, defaults=spec.key_limits))
+        self._stamp = _stamp(path)
+
+    def refresh(self) -> bool:
+        """Re-read the file if it changed; True when new keys took effect."""
+        stamp = _stamp(self.path)
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            self.ring = KeyRing(read_keys_file(self.path, defaults=self._spec.key_limits))
+        except (ConfigError, OSError) as exc:
+            log.error(json.dumps({"event": "keys_file_refused", "path": str(self.path), "error": str(exc)}))
+            raise
+        log.info(json.dumps({"event": "keys_file_reloaded", "path": str(self.path), "keys": len(self.ring.names)}))
+        return True
+
+
+def _stamp(path: Path) -> tuple[float, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime, stat.st_size
+
+
+class GatewayCore:
+    """One gateway replica: build it on the replica's event loop (it starts the replica
+    watcher and the keys file check). ``plans`` is the replica's store of the router's
+    plans (direct mode) or None."""
+
+    def __init__(self, config: StackConfig, engine: EngineClient, *, engine_deployment: str,
+                 plans: PlanStore | None = None) -> None:
+        self._config = config
+        # prometheus_client's process registry: the request router (which Serve runs
+        # inside this process) adds its collectors there too, so /metrics shows both.
+        self._registry = REGISTRY
+        self._metrics = GatewayMetrics(self._registry)
+        model = config.model.name
+        self._metrics.declare_model(model)
+        gateway = config.gateway
+        self._keys = KeysFile(gateway.api_keys_file, gateway) if gateway.api_keys_file else None
+        context = serve.get_replica_context()
+        self.replica_id = context.replica_id.unique_id
+        # Until Serve's count arrives, assume the replicas the deployment starts with.
+        starting = gateway_replicas_at_start(config)
+        self._admission = AdmissionController(
+            gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
+            active_window_s=gateway.fair_share_window_s, gateways=starting,
+        )
+        self._rate_limiter = KeyRateLimiter(gateways=starting)
+        self._watcher = ServeReplicaWatcher(
+            config.app_name, engine_deployment, gateway=context.deployment, on_update=self._publish_replicas
+        )
+        self._watcher.start()
+        self._fleet = None  # one process at most: /metrics is its registry as it is
+        if gateway_processes_at_most(config) > 1:
+            self._fleet = FleetMetrics(self._registry, self.replica_id, RayBoardChannel(config.app_name),
+                                       shared=shared_views(gateway.direct))
+            self._fleet.start()
+        self._served = ServedModel(
+            name=model,
+            max_model_len=config.model.max_model_len,
+            tokenizer=PromptTokenizer(config.model_path),
+            engine=engine,
+            admission=self._admission,
+            replicas=lambda: self._watcher.counts,
+            scales_from_zero=config.autoscaling.enabled and config.autoscaling.min_replicas == 0,
+        )
+        self._service = GatewayService(
+            [self._served], self._metrics,
+            request_timeout_s=gateway.request_timeout_s,
+            log_prompts=gateway.log_prompts,
+            rate_limiter=self._rate_limiter,
+        )
+        self._plans = plans
+        self._keys_task = (asyncio.get_running_loop().create_task(self._watch_keys_file())
+                           if self._keys else None)
+
+    @property
+    def service(self) -> GatewayService:
+        return self._service
+
+    def http_app(self):
+        """The ASGI app Serve runs for this replica."""
+        return build_http_app(
+            self._service,
+            registry=self._registry,
+            max_body_bytes=lambda: self._config.gateway.max_body_bytes,
+            status=self._status,
+            keys=lambda: self._keys.ring if self._keys else None,
+            metrics_public=lambda: self._config.gateway.metrics_public,
+            echo_request_id=False,  # Serve's ingress returns the id it passed us
+            metrics_text=self._fleet.render if self._fleet else None,
+            on_shutdown=self.close,
+            plans=self._plans,
+        )
+
+    def reconfigure(self, config: StackConfig) -> None:
+        """Apply ``config``'s gateway settings to new requests. What the replica was built
+        from (the model, the engine, the app's deployments) stays as it is."""
+        gateway = config.gateway
+        self._admission.reconfigure(gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
+                                    active_window_s=gateway.fair_share_window_s)
+        self._service.request_timeout_s = gateway.request_timeout_s
+        self._service.log_prompts = gateway.log_prompts
+        self._served.scales_from_zero = config.autoscaling.enabled and config.autoscaling.min_replicas == 0
+        if gateway.api_keys_file != self._config.gateway.api_keys_file or gateway.key_limits != self._config.gateway.key_limits:
+            self._keys = KeysFile(gateway.api_keys_file, gateway) if gateway.api_keys_file else None
+            if self._keys is not None and self._keys_task is None:
+                self._keys_task = asyncio.get_running_loop().create_task(self._watch_keys_file())
+        if self._keys:
+            self._metrics.declare_keys(self._keys.ring.names)
+        self._config = config
+
+    async def _watch_keys_file(self) -> None:
+        while True:
+            await asyncio.sleep(KEYS_FILE_CHECK_S)
+            keys = self._keys
+            if keys is None:
+                continue
+            try:
+                if keys.refresh():
+                    self._metrics.declare_keys(keys.ring.names)
+            except (ConfigError, OSError):
+                self._metrics.keys_reload_failures.inc()
+
+    async def drain(self, timeout_s: float | None = None) -> dict:
+        """See :meth:`serving.gateway.ingress.Gateway.drain`."""
+        if self._service.draining:
+            return {"replica": self.replica_id, "report": None}
+        timeout = self._config.drain.timeout_s if timeout_s is None else timeout_s
+        report = await self._service.drain(timeout, retry_after_s=self._config.gateway.retry_after_s)
+        log.info(json.dumps({"event": "drained", "timeout_s": timeout, **report.to_dict()}))
+        return {"replica": self.replica_id, "report": report.to_dict()}
+
+    async def close(self) -> None:
+        if self._keys_task is not None:
+            self._keys_task.cancel()
+        if self._fleet is not None:
+            await self._fleet.close()
+
+    def _publish_replicas(self, engines: ReplicaCounts, gateways: ReplicaCounts) -> None:
+        gauge, model = self._metrics.replicas, self._config.model.name
+        gauge.labels(model, "ready").set(engines.ready)
+        gauge.labels(model, "starting").set(engines.starting)
+        gauge.labels(model, "desired").set(engines.desired)
+        if gateways.ready:
+            self._admission.set_gateways(gateways.ready)
+            self._rate_limiter.set_gateways(gateways.ready)
+
+    def _status(self) -> dict:
+        c = self._config
+        counts = self._watcher.counts
+        return {
+            "app": c.app_name,
+            "model": c.model.name,
+            "replicas": {"ready": counts.ready, "starting": counts.starting,
+                         "failed": routing_collector(self._registry).failed_replicas()},
+            "tensor_parallel_size": c.model.tensor_parallel_size,
+            "routing_policy": c.routing.policy.value,
+            "autoscaling": c.autoscaling.model_dump() if c.autoscaling.enabled else None,
+            "draining": self._service.draining,
+            "gateway": {"mode": c.gateway.mode, "replica": self.replica_id,
+                        "replicas": self._admission.gateways},
+            "in_flight": self._admission.in_flight,
+            "admission_limit": self._admission.limit,
+            "app_admission_limit": self._admission.app_limit,
+            "api_keys": len(self._keys.ring.names) if self._keys else None,
+            "active_keys": self._admission.active_keys(),
+            "fair_share": self._admission.fair_share(),
+        }
+
+
+def gateway_replicas_at_start(config: StackConfig) -> int:
+    """How many gateway replicas the app starts with (direct: its engine replicas)."""
+    if config.gateway.direct:
+        scaling = config.autoscaling
+        return max(1, scaling.min_replicas if scaling.enabled else config.replicas.num_replicas)
+    gateway = config.gateway
+    return gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
+
+
+def gateway_replicas_at_most(config: StackConfig) -> int:
+    """The most gateway replicas the app can run at once (direct: its engine replicas)."""
+    return config.max_replica_count if config.gateway.direct else config.gateway.max_replica_count
+
+
+def gateway_processes_at_most(config: StackConfig) -> int:
+    """The most processes whose metrics ``/metrics`` must show: the gateway replicas, and
+    in the direct mode the routers too (so always more than one)."""
+    return gateway_replicas_at_most(config) + (1 if config.gateway.direct else 0)
