@@ -46,7 +46,9 @@ def direct_ingress_env(num_cpus: int) -> dict[str, str]:
         "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY": "1",
         "RAY_SERVE_HAPROXY_INGRESS_REQUEST_ROUTER_BUFSIZE": str(ROUTER_BODY_BYTES),
         "RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE": "2",
-        "RAY_SERVE_HAPROXY_RETRY_ON": "conn-failure 503",
+        # A replica that died before its answer's first byte (empty-response), or that
+        # answers 503 before it (its engine died, it drains): the request goes elsewhere.
+        "RAY_SERVE_HAPROXY_RETRY_ON": "conn-failure empty-response 503",
         "RAY_SERVE_HAPROXY_NBTHREAD": str(max(1, min(4, num_cpus // 2))),
         "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
         # One node: HAProxy's view of the replicas updates in ~0.1 s; Serve's default 30 s

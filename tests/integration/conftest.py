@@ -1,9 +1,14 @@
 """The real stack, started once per session: a local Ray cluster with Serve, and the
-serveout app (vLLM CPU engine replicas + gateway) on the default model.
+serveout app (vLLM CPU engine replicas serving HTTP behind HAProxy, and the router) on
+the default model.
 
 Tests ask for a configuration with ``stack.ensure(...)``; the app is redeployed only
-when the configuration changes (each redeploy restarts the engines: ~1-2 min here),
-so test modules that share a configuration run back to back (see ``pytest_collection_modifyitems``).
+when the configuration changes. A change of routing, gateway, keys or autoscaling
+settings reconfigures the running engines in place; a change of what an engine is built
+from (the model, its engine settings, the replica count, the mode) restarts them (~1-2
+min here), so modules that share an engine run back to back
+(see ``pytest_collection_modifyitems``). A test that leaves the app drained calls
+``stack.forget()``: the next ``ensure`` starts it afresh.
 """
 
 from __future__ import annotations
@@ -42,6 +47,13 @@ class Stack:
             self.config = config
         return config
 
+    def forget(self) -> None:
+        """Delete the app (it was drained, or its replicas were killed): the next
+        :meth:`ensure` deploys fresh replicas."""
+        if self.config is not None:
+            self.cluster.undeploy(self.config.app_name)
+        self.config = None
+
     def metrics_text(self) -> str:
         return httpx.get(f"{self.url}/metrics", timeout=10).text
 
@@ -49,9 +61,11 @@ class Stack:
 def pytest_collection_modifyitems(items):
     """Run integration modules in the order that minimises redeploys."""
     order = {name: i for i, name in enumerate([
-        "test_cli", "test_api", "test_errors", "test_disconnect", "test_overload", "test_loadtest", "test_drain",
-        "test_gateway_scale_out", "test_in_engine_gateway",
-        "test_routing", "test_autoscaling", "test_tensor_parallel", "test_sweep",
+        # The base engines (2 replicas of the default model), reconfigured in place:
+        "test_cli", "test_api", "test_errors", "test_disconnect", "test_overload", "test_loadtest", "test_auth",
+        "test_routing", "test_direct_path", "test_faults", "test_autoscaling", "test_drain",
+        # other engines:
+        "test_gateway_scale_out", "test_tensor_parallel", "test_sweep",
     ])}
     items.sort(key=lambda item: order.get(Path(str(item.fspath)).stem, 99) if "integration" in str(item.fspath) else -1)
 

@@ -173,7 +173,7 @@ def test_a_draining_gateway_refuses_new_work_and_bounds_the_rest(stack):
             drained_s = time.monotonic() - began
             outcomes = [f.result(timeout=END_TIMEOUT_S) for f in futures]
     finally:
-        stack.config = None  # the gateway stays draining: the next test must redeploy
+        stack.forget()  # the replicas stay draining: the next test deploys fresh ones
     print(f"\ndrain of {DRAIN_S:g} s: report {report} after {drained_s:.1f} s; {describe(outcomes)}")
     assert health is not None and health.json() == {"status": "draining"}
     assert refused.value.status_code == 503 and refused.value.code == "server_draining"

@@ -1,5 +1,6 @@
-"""Two gateway replicas on the real stack (the null engine behind them: no model, so
-the test measures the gateways, not vLLM), with the official openai client.
+"""The separate mode with two gateway replicas on the real stack (the null engine behind
+them: no model, so the test measures the gateways, not vLLM), with the official openai
+client.
 
 1. Serve's proxy reaches both gateways, and each admits half of the app's bound.
 2. The app's admission bound holds for the two together: of many concurrent streams,
@@ -32,7 +33,7 @@ TOKENS_PER_S = 20.0
 MAX_TOKENS = 80  # ~4 s per stream: all are in flight together
 CONFIG = {**BASE, "replicas": {"num_replicas": 1},
           "engine_backend": {"kind": "null", "tokens_per_s": TOKENS_PER_S},
-          "gateway": {**BASE["gateway"], "replicas": GATEWAYS, "max_in_flight": BOUND}}
+          "gateway": {**BASE["gateway"], "mode": "separate", "replicas": GATEWAYS, "max_in_flight": BOUND}}
 
 
 def status(url: str) -> dict:
@@ -61,7 +62,7 @@ def two_gateways(stack):
     both = wait_until(lambda: status(stack.url)["gateway"]["replicas"] == GATEWAYS, timeout_s=60, period_s=0.5)
     assert both, status(stack.url)
     yield stack, config
-    stack.config = None  # drained gateways refuse work: the next test redeploys
+    stack.forget()  # drained gateways refuse work: the next test deploys fresh ones
 
 
 def test_the_proxy_reaches_both_gateways_and_each_admits_half_the_bound(two_gateways):

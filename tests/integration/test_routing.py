@@ -1,5 +1,6 @@
 """Routing policies on two real engine replicas (per-replica counters, engine prefix-cache
-hits, session headers). Each policy is a redeploy (the engines restart)."""
+hits, session headers). A policy change reconfigures the running engines and restarts
+the routers, never the engines."""
 
 from __future__ import annotations
 
@@ -44,11 +45,11 @@ def test_least_loaded_spreads_concurrent_requests(stack):
     assert all(after[r] > before[r] for r in replicas)
 
 
-def test_round_robin_alternates(stack):
+def test_round_robin_splits_requests_evenly(stack):
     stack.ensure(with_policy("round-robin"))
-    replicas = [chat(stack.url, f"Hello {i}") for i in range(8)]
-    assert len(set(replicas)) == 2
-    assert all(a != b for a, b in zip(replicas, replicas[1:]))
+    replicas = Counter(chat(stack.url, f"Hello {i}") for i in range(8))
+    # HAProxy alternates between the two routers, and each alternates the replicas.
+    assert sorted(replicas.values()) == [4, 4], replicas
 
 
 def prefix_hit_rate(url: str, seed: int) -> float:
