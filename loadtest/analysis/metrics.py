@@ -44,7 +44,7 @@ from loadtest.analysis.summary import (
     Window,
 )
 from loadtest.analysis.timeline import bin_width, emissions_of, prompt_tokens_between, scan_emissions, time_bins
-from loadtest.profiles import OpenLoad, StagePlan
+from loadtest.profiles import OpenLoad, ReplayLoad, StagePlan
 
 MAX_LATE_FRACTION = 0.05  # more late arrivals than this: the schedule was not kept
 LOOP_LAG_LIMIT_S = 0.1  # generator event-loop lag (p99) beyond which timings are suspect
@@ -236,7 +236,7 @@ def build_stage(
         error_rate=failed / len(measured) if len(measured) else None,
     )
     slo = slo_report(objectives, ok, samples, latency, counts, win.duration_s)
-    load = plan.load if isinstance(plan.load, OpenLoad) else None
+    load = plan.load if isinstance(plan.load, (OpenLoad, ReplayLoad)) else None
     arrivals = arrivals_of(columns, load, duration_s=duration_s if timed else None, max_requests=max_requests)
     stage = StageSummary(
         index=plan.index,

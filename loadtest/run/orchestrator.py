@@ -29,7 +29,7 @@ from loadtest.analysis.records import RecordTail, RequestRecord, read_records
 from loadtest.analysis.stats import Distribution
 from loadtest.analysis.summary import GeneratorReport, ServerReport, StageSummary, Summary, WorkerReport
 from loadtest.config import Endpoint, LoadTestConfig
-from loadtest.errors import GeneratorError, TargetError, WorkerError
+from loadtest.errors import ConfigError, GeneratorError, TargetError, WorkerError
 from loadtest.generator.child import GeneratorProcess, StageProcesses, cpu_percentages
 from loadtest.generator.job import (
     FINAL_GRACE_S,
@@ -39,7 +39,7 @@ from loadtest.generator.job import (
     StatusTail,
 )
 from loadtest.generator.workers import cpu_series, fleet_reports, worker_warnings
-from loadtest.profiles import OpenLoad, StageOutcome, StagePlan
+from loadtest.profiles import OpenLoad, ReplayLoad, StageOutcome, StagePlan
 from loadtest.reports import write_reports
 from loadtest.run.advisories import collect_warnings
 from loadtest.run.progress import SATURATION_PERCENT, ProgressView, StageProgress
@@ -137,20 +137,32 @@ def check_target(config: LoadTestConfig) -> None:
 
 
 def pool_size(config: LoadTestConfig, plan: StagePlan, per_session: int) -> int:
-    """How many sessions to prepare for a stage (cycled if the run needs more)."""
+    """How many sessions to prepare for a stage (cycled if the run needs more; a replay's
+    are its requests)."""
+    load = plan.load
+    if isinstance(load, ReplayLoad):
+        return load.requests
     if config.prompt_pool is not None:
         return config.prompt_pool
     if config.max_requests is not None:
         return max(1, math.ceil(config.max_requests / per_session))
     assert config.duration_s is not None
-    load = plan.load
     if isinstance(load, OpenLoad):
         expected = (load.start_rate + load.end_rate) / 2 * config.duration_s
         return int(min(MAX_POOL, expected * 1.3 + 50))
     return int(min(MAX_POOL, max(64, load.users * config.duration_s * 2 / per_session)))
 
 
+def check_replay(config: LoadTestConfig, plan: StagePlan) -> None:
+    """A replay's duration must hold its trace: the window is the trace's ``end``."""
+    load = plan.load
+    if isinstance(load, ReplayLoad) and config.duration_s is not None and config.duration_s <= load.span_s:
+        raise ConfigError(f"--duration {config.duration_s:g}s ends before the replay's last arrival at "
+                          f"{load.span_s:g} s: leave it out, or cut the trace with end=")  # fmt: skip
+
+
 def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -> StageResult:
+    check_replay(config, plan)
     folder = work / f"stage-{plan.index:02d}"
     folder.mkdir(parents=True)
     per_session = config.workload.requests_per_session
