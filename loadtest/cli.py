@@ -96,9 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--label", default=None)
     out.add_argument("--quiet", action="store_true", help="no live progress")
 
-    compare = sub.add_parser("compare", help="compare two runs side by side")
-    compare.add_argument("run_a", type=Path)
-    compare.add_argument("run_b", type=Path)
+    compare = sub.add_parser("compare", help="compare runs side by side (ratios to the first, with noise bands)")
+    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="results folders; the first is the baseline")
+    compare.add_argument("--fail-on-regression", action="store_true",
+                         help=f"exit {int(ExitCode.REGRESSION)} when a run is worse than the baseline beyond noise")
+    compare.add_argument("--figures", default=None,
+                         help="comma-separated figure names the regression gate looks at (default: all), "
+                              "e.g. 'TTFT p95,output tok/s'")
 
     report = sub.add_parser("report", help="rewrite the reports of a results folder")
     report.add_argument("run", type=Path)
@@ -237,13 +241,27 @@ def cmd_worker(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from loadtest.analysis.summary import load_summary
-    from loadtest.reports.compare import compare_summaries, comparison_table
+    from loadtest.reports.compare import compare_runs, regressions, runs_table
 
-    a, b = load_summary(args.run_a), load_summary(args.run_b)
-    console.print(comparison_table(compare_summaries(a, b), str(args.run_a), str(args.run_b)))
-    for label, s in (("A", a), ("B", b)):
+    if len(args.runs) < 2:
+        raise ConfigError("compare needs at least two runs (the first is the baseline)")
+    summaries = [load_summary(run) for run in args.runs]
+    labels = [str(run) for run in args.runs]
+    per_run = compare_runs(summaries)
+    console.print(runs_table(per_run, labels))
+    for label, s in zip(labels, summaries):
         for warning in s.warnings:
             console.print(f"[red]{label}: {warning}[/]")
+    figures = None if not args.figures else {f.strip() for f in args.figures.split(",") if f.strip()}
+    known = {row.figure.name.lower() for row in per_run[0]}
+    if figures and (unknown := sorted(f for f in figures if f.lower() not in known)):
+        raise ConfigError(f"--figures: unknown figure(s) {', '.join(unknown)}; "
+                          f"valid: {', '.join(row.figure.name for row in per_run[0])}")
+    found = regressions(per_run, labels, figures)
+    for regression in found:
+        console.print(f"[bold red]regression[/] {regression.describe()}")
+    if args.fail_on_regression and found:
+        return int(ExitCode.REGRESSION)
     return EXIT_OK
 
 
