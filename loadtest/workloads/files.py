@@ -108,6 +108,7 @@ class JsonlWorkload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["jsonl"] = "jsonl"
+    positional: ClassVar[str] = "path"
     needs_tokenizer: ClassVar[bool] = False
     path: Path
     output_len: int = Field(128, ge=1)

@@ -84,6 +84,7 @@ class TraceWorkload(TraceSelection):
     block hashes do; ``--profile replay`` sends them at their recorded times."""
 
     kind: Literal["trace"] = "trace"
+    positional: ClassVar[str] = "path"
     needs_tokenizer: ClassVar[bool] = True
     include_template: bool = False
 
