@@ -75,7 +75,8 @@ def read_prompt_lines(text: str, source: str) -> list[PromptLine]:
         except ValidationError as exc:
             error = exc.errors()[0]
             field = ".".join(str(p) for p in error["loc"])
-            raise WorkloadError(f"{source}:{number}: {field + ': ' if field else ''}{error['msg']}") from None
+            message = error["msg"].removeprefix("Value error, ")
+            raise WorkloadError(f"{source}:{number}: {field + ': ' if field else ''}{message}") from None
     if not lines:
         raise WorkloadError(f"{source} holds no prompts")
     return lines
