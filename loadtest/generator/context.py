@@ -64,6 +64,7 @@ class RunContext:
         self._next_arrival = 0
         self._next_user = 0
         self._sessions_started = 0
+        self.last_arrival_s = 0.0  # the latest arrival taken (a user may still be waiting for it)
         self._stopped = False
 
     def start(self) -> None:
@@ -118,6 +119,7 @@ class RunContext:
         if self.load_duration_s is not None and at >= self.load_duration_s:
             return None
         self._next_arrival += 1
+        self.last_arrival_s = at
         return at, (self.plan.sessions[index] if self.paired else None)
 
     def session_number(self) -> int:

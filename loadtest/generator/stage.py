@@ -154,7 +154,9 @@ def drive_until_over(
         if run.done():
             return "done"
         if not run.issuing() and drain_deadline is None:
-            drain_deadline = now + config.effective_drain_s
+            # Users may hold arrivals still to come (a replay's whole trace, taken at once):
+            # the drain starts once the last of them is due.
+            drain_deadline = max(now, run.last_arrival_s) + config.effective_drain_s
         if drain_deadline is not None and now >= drain_deadline:
             return "drain timeout"
         if now >= limit:
