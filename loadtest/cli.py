@@ -9,6 +9,8 @@ as a separate program, so this package never imports the sweep or the serving st
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import subprocess
 import sys
@@ -58,9 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--metrics-url", default=None, help="default: TARGET/metrics")
     t.add_argument("--no-metrics", action="store_true", help="do not scrape /metrics")
     t.add_argument("--scrape-interval", type=_duration, default=2.0)
+    t.add_argument("--extra-body", default=None, metavar="JSON",
+                   help="a JSON object (or @FILE) of fields added to every request body, e.g. "
+                        "'{\"top_p\": 0.9, \"priority\": 1}'")
+    t.add_argument("--gpu-metrics", default=None, metavar="URL,...|nvml",
+                   help="GPU telemetry: DCGM exporter /metrics URLs (comma-separated), or nvml")
+    t.add_argument("--gpu-interval", type=_duration, default=1.0, help="GPU sampling interval (default 1s)")
     load = run.add_argument_group("load")
     load.add_argument("--profile", default=DEFAULT_PROFILE, help="NAME:key=value,... (default: %(default)s; see `loadtest list`)")
-    load.add_argument("--workload", default=DEFAULT_WORKLOAD, help="NAME:key=value,... (default: %(default)s)")
+    load.add_argument("--workload", default=None,
+                      help=f"NAME:key=value,... (default: {DEFAULT_WORKLOAD}; a replay's own trace)")
     load.add_argument("--duration", type=_duration, default=None, help="load time per stage, e.g. 60s (default 60s unless --requests)")
     load.add_argument("--requests", type=int, default=None, help="request count per stage")
     load.add_argument("--warmup", type=_duration, default=0.0, help="excluded from figures (start of the load)")
@@ -71,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--seed", type=int, default=0)
     load.add_argument("--tokenizer", type=Path, default=None, help="local HF folder (default: $SERVEOUT_HOME/models/MODEL)")
     load.add_argument("--prompt-pool", type=int, default=None, help="sessions prepared per stage")
+    load.add_argument("--cancel", default=None, metavar="FRACTION",
+                      help="client cancellation: abandon this share of requests (e.g. 10%%) --cancel-after sending")
+    load.add_argument("--cancel-after", type=_duration, default=1.0, help="(default 1s)")
     g = run.add_argument_group("generator (see docs/loadtest.md, 'Load generation past one core')")
     g.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="local worker processes (default: one per core, %(default)s here; 1: a single process)")
@@ -84,9 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--label", default=None)
     out.add_argument("--quiet", action="store_true", help="no live progress")
 
-    compare = sub.add_parser("compare", help="compare two runs side by side")
-    compare.add_argument("run_a", type=Path)
-    compare.add_argument("run_b", type=Path)
+    compare = sub.add_parser("compare", help="compare runs side by side (ratios to the first, with noise bands)")
+    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="results folders; the first is the baseline")
+    compare.add_argument("--fail-on-regression", action="store_true",
+                         help=f"exit {int(ExitCode.REGRESSION)} when a run is worse than the baseline beyond noise")
+    compare.add_argument("--figures", default=None,
+                         help="comma-separated figure names the regression gate looks at (default: all), "
+                              "e.g. 'TTFT p95,output tok/s'")
 
     report = sub.add_parser("report", help="rewrite the reports of a results folder")
     report.add_argument("run", type=Path)
@@ -111,11 +127,17 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace):
     """The typed config of ``loadtest run``'s options."""
     from loadtest.analysis.slo import parse_slos
-    from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig, parse_host_port
-    from loadtest.profiles import parse_profile
+    from loadtest.config import CancelConfig, GeneratorConfig, GpuConfig, LoadTestConfig, TargetConfig, parse_host_port
+    from loadtest.profiles import ReplayProfile, parse_profile
     from loadtest.workloads import parse_workload
 
-    duration = args.duration if args.duration is not None else (None if args.requests else 60.0)
+    profile = parse_profile(args.profile)
+    replay = isinstance(profile, ReplayProfile)
+    workload = args.workload or (None if replay else DEFAULT_WORKLOAD)
+    duration = args.duration
+    if duration is None and not args.requests:
+        # a replay lasts its trace: the load stops a second after the last arrival
+        duration = math.floor(profile.plan().span_s) + 1.0 if replay else 60.0
     try:
         target = TargetConfig(
             url=args.target,
@@ -129,6 +151,7 @@ def config_from_args(args: argparse.Namespace):
             metrics_url=args.metrics_url,
             scrape_metrics=not args.no_metrics,
             scrape_interval_s=args.scrape_interval,
+            extra_body=_json_object(args.extra_body, "--extra-body") if args.extra_body else {},
         )
         host, port = parse_host_port(args.master_bind) if args.master_bind else ("127.0.0.1", 0)
         generator = GeneratorConfig(
@@ -136,8 +159,8 @@ def config_from_args(args: argparse.Namespace):
         )
         return LoadTestConfig(
             target=target,
-            profile=parse_profile(args.profile),
-            workload=parse_workload(args.workload),
+            profile=profile,
+            workload=parse_workload(workload) if workload else None,
             duration_s=duration,
             max_requests=args.requests,
             warmup_s=args.warmup,
@@ -150,10 +173,33 @@ def config_from_args(args: argparse.Namespace):
             prompt_pool=args.prompt_pool,
             label=args.label,
             generator=generator,
+            cancel=CancelConfig(fraction=args.cancel, after_s=args.cancel_after) if args.cancel else None,
+            gpu=_gpu(args.gpu_metrics, args.gpu_interval, GpuConfig) if args.gpu_metrics else None,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
         raise ConfigError(problems) from None
+
+
+def _json_object(text: str, option: str) -> dict:
+    """A JSON object from ``text`` or, for ``@PATH``, from that file."""
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{option}: cannot read {text[1:]}: {exc.strerror}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{option}: not JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{option}: expected a JSON object {{...}}, got {type(value).__name__}")
+    return value
+
+
+def _gpu(text: str, interval_s: float, cls):
+    sources = [p.strip() for p in text.split(",") if p.strip()]
+    return cls(dcgm_urls=tuple(s for s in sources if s != "nvml"), nvml="nvml" in sources, interval_s=interval_s)
 
 
 def _reports(text: str | None) -> tuple[str, ...] | None:
@@ -195,13 +241,27 @@ def cmd_worker(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from loadtest.analysis.summary import load_summary
-    from loadtest.reports.compare import compare_summaries, comparison_table
+    from loadtest.reports.compare import compare_runs, regressions, runs_table
 
-    a, b = load_summary(args.run_a), load_summary(args.run_b)
-    console.print(comparison_table(compare_summaries(a, b), str(args.run_a), str(args.run_b)))
-    for label, s in (("A", a), ("B", b)):
+    if len(args.runs) < 2:
+        raise ConfigError("compare needs at least two runs (the first is the baseline)")
+    summaries = [load_summary(run) for run in args.runs]
+    labels = [str(run) for run in args.runs]
+    per_run = compare_runs(summaries)
+    console.print(runs_table(per_run, labels))
+    for label, s in zip(labels, summaries):
         for warning in s.warnings:
             console.print(f"[red]{label}: {warning}[/]")
+    figures = None if not args.figures else {f.strip() for f in args.figures.split(",") if f.strip()}
+    known = {row.figure.name.lower() for row in per_run[0]}
+    if figures and (unknown := sorted(f for f in figures if f.lower() not in known)):
+        raise ConfigError(f"--figures: unknown figure(s) {', '.join(unknown)}; "
+                          f"valid: {', '.join(row.figure.name for row in per_run[0])}")
+    found = regressions(per_run, labels, figures)
+    for regression in found:
+        console.print(f"[bold red]regression[/] {regression.describe()}")
+    if args.fail_on_regression and found:
+        return int(ExitCode.REGRESSION)
     return EXIT_OK
 
 

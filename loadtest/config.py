@@ -5,13 +5,16 @@ from __future__ import annotations
 import enum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from loadtest.analysis.slo import Objective, check_applicable
+from loadtest.client.body_fields import refused_fields
 from loadtest.errors import ConfigError, SLOError
-from loadtest.profiles import ProfileConfig
-from loadtest.units import Seconds
-from loadtest.workloads import WorkloadConfig
+from loadtest.profiles import ProfileConfig, ReplayProfile
+from loadtest.units import Fraction, Seconds
+from loadtest.workloads import TraceWorkload, WorkloadConfig
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_TARGET = "http://127.0.0.1:8000"
@@ -36,7 +39,9 @@ class TargetConfig(Frozen):
     """The server under test and how requests are sent to it.
 
     ``exact_output`` adds ``ignore_eos: true`` (a vLLM extra parameter that serveout's
-    gateway accepts too) so every answer runs to ``max_tokens``.
+    gateway accepts too) so every answer runs to ``max_tokens``. ``extra_body``: fields
+    added to every request body as given (``tools``, ``response_format``, ``priority``,
+    ``top_p``...); one the load tester sets itself is refused, naming its option.
     """
 
     url: str = DEFAULT_TARGET
@@ -52,6 +57,21 @@ class TargetConfig(Frozen):
     scrape_metrics: bool = True
     scrape_interval_s: Seconds = Field(2.0, gt=0.0)
     respect_retry_after: bool = True
+    extra_body: dict[str, JsonValue] = {}
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        problems = refused_fields(value, model_allowed=False)
+        if problems:
+            raise ValueError("extra body: " + "; ".join(problems))
+        return value
+
+    @model_validator(mode="after")
+    def _temperature(self) -> TargetConfig:
+        if self.temperature is not None and "temperature" in self.extra_body:
+            raise ValueError("temperature is given twice: by --temperature and in the extra body")
+        return self
 
     @field_validator("url")
     @classmethod
@@ -108,6 +128,34 @@ class GeneratorConfig(Frozen):
         return not (self.workers == 1 and self.total_workers == 1)
 
 
+class GpuConfig(Frozen):
+    """GPU telemetry over the run: DCGM exporters' ``/metrics`` (``dcgm_urls``, one per
+    node; Prometheus text) and/or this machine's GPUs through NVML (``nvml``), sampled
+    every ``interval_s``; gives power, energy and tokens per joule per stage."""
+
+    dcgm_urls: tuple[str, ...] = ()
+    nvml: bool = False
+    interval_s: Seconds = Field(1.0, gt=0.0)
+
+    @model_validator(mode="after")
+    def _source(self) -> GpuConfig:
+        if not self.dcgm_urls and not self.nvml:
+            raise ValueError("GPU telemetry needs a DCGM exporter URL or nvml")
+        bad = [u for u in self.dcgm_urls if not u.startswith(("http://", "https://"))]
+        if bad:
+            raise ValueError(f"DCGM exporter URLs must start with http:// or https://: {', '.join(bad)}")
+        return self
+
+
+class CancelConfig(Frozen):
+    """Client cancellation: a ``fraction`` of requests (drawn from the seed) abandoned by
+    the client ``after_s`` seconds after sending (the connection is closed); counted and
+    reported apart from failures. A request that finished earlier simply completed."""
+
+    fraction: Fraction = Field(gt=0.0, le=1.0)
+    after_s: Seconds = Field(1.0, gt=0.0)
+
+
 class LoadTestConfig(Frozen):
     """One load test. ``duration_s`` is the total load time of a stage (warm-up and
     cool-down included, excluded from figures); ``max_requests`` caps the requests of a
@@ -128,6 +176,20 @@ class LoadTestConfig(Frozen):
     prompt_pool: int | None = Field(None, ge=1)
     label: str | None = None
     generator: GeneratorConfig = GeneratorConfig()
+    cancel: CancelConfig | None = None
+    gpu: GpuConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replay_workload(cls, data: Any) -> Any:
+        """A replay's requests: the ``trace`` workload of the profile's selection."""
+        if isinstance(data, dict) and data.get("workload") is None:
+            profile = data.get("profile")
+            if isinstance(profile, dict) and profile.get("kind") == "replay":
+                profile = ReplayProfile.model_validate(profile)
+            if isinstance(profile, ReplayProfile):
+                data = {**data, "workload": TraceWorkload(**profile.selection().model_dump())}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadTestConfig:
@@ -139,6 +201,11 @@ class LoadTestConfig(Frozen):
             raise ValueError("a cool-down needs a duration")
         if self.profile.needs_duration and self.duration_s is None:
             raise ValueError(f"profile {self.profile.kind!r} needs a duration")
+        if isinstance(self.profile, ReplayProfile) and (
+            not isinstance(self.workload, TraceWorkload) or self.workload.selection() != self.profile.selection()
+        ):
+            raise ValueError("a replay sends the trace's own requests: leave the workload out (or give "
+                             "`trace:` with the same file, window, sessions and block size)")
         if self.profile.needs_slo and not self.slos:
             raise ValueError(f"profile {self.profile.kind!r} needs --slo")
         try:

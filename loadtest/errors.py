@@ -24,6 +24,7 @@ class ExitCode(IntEnum):
     WORKER_LOST = 4  # a load-generator worker crashed or was lost: its records cannot be trusted
     MODEL_UNAVAILABLE = 5  # a sweep's model is not in the catalog or not prepared
     NO_ISOLATION = 6  # --isolate-network: no loopback-only network namespace can be made
+    REGRESSION = 7  # loadtest compare --fail-on-regression: a run is worse than the baseline beyond noise
     INTERRUPTED = 130  # Ctrl-C
 
 

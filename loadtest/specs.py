@@ -1,7 +1,8 @@
 """Spec strings: ``name:key=value,key=value`` -> a typed, validated object (pure).
 
 A token without ``=`` extends the previous key's value into a list, so
-``sweep:rates=1,2,4,duration=20s`` gives ``rates=["1", "2", "4"]``. The values are
+``sweep:rates=1,2,4,duration=20s`` gives ``rates=["1", "2", "4"]``; as the first token it
+is the value of the model's ``positional`` parameter (``replay:trace.jsonl,speed=2``). The values are
 validated by the registered pydantic model, whose errors become :class:`ConfigError`.
 """
 
@@ -16,6 +17,7 @@ from loadtest.errors import ConfigError
 from loadtest.registry import Registry
 
 M = TypeVar("M", bound=BaseModel)
+POSITIONAL = ""  # the key of a leading value without ``name=`` (see :func:`build_from_spec`)
 
 
 def split_spec(text: str) -> tuple[str, dict[str, str | list[str]]]:
@@ -39,7 +41,8 @@ def split_spec(text: str) -> tuple[str, dict[str, str | list[str]]]:
             params[key] = value.strip()
             last = key
         elif last is None:
-            raise ConfigError(f"value {token!r} without a key in spec {text!r}")
+            params[POSITIONAL] = token
+            last = POSITIONAL
         else:
             previous = params[last]
             params[last] = [*previous, token] if isinstance(previous, list) else [previous, token]
@@ -50,6 +53,13 @@ def build_from_spec(registry: Registry[M], text: str) -> M:
     """Build the registered model named by ``text`` with its parameters validated."""
     name, params = split_spec(text)
     cls = registry.get(name)
+    if POSITIONAL in params:
+        key = getattr(cls, "positional", None)
+        if key is None:
+            raise ConfigError(f"value {params[POSITIONAL]!r} without a key in spec {text!r}")
+        if key in params:
+            raise ConfigError(f"key {key!r} given twice in spec {text!r}")
+        params[key] = params.pop(POSITIONAL)
     try:
         return cls.model_validate({**params, "kind": name})
     except ValidationError as exc:

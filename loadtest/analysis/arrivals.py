@@ -26,7 +26,7 @@ from loadtest.analysis.records import RequestRecord
 from loadtest.analysis.stats import percentile
 from loadtest.analysis.summary import Arrivals
 from loadtest.errors import ConfigError
-from loadtest.profiles import OpenLoad
+from loadtest.profiles import OpenLoad, ReplayLoad
 
 MAX_ARRIVALS = 2_000_000
 LATE_THRESHOLD_S = 0.05  # an arrival leaving later than this after its schedule is late
@@ -132,13 +132,14 @@ def slot_waits(records: Sequence[RequestRecord] | RecordColumns) -> int:
 
 def arrivals_of(
     records: Sequence[RequestRecord] | RecordColumns,
-    load: OpenLoad | None = None,
+    load: OpenLoad | ReplayLoad | None = None,
     *,
     duration_s: float | None = None,
     max_requests: int | None = None,
 ) -> Arrivals:
     """How an open-loop stage kept its schedule (``duration_s``: the stage's load time,
-    needed for the arrivals due and dropped and the achieved rate)."""
+    needed for the arrivals due and dropped and the achieved rate; a replay's are due
+    whatever the duration: its requests)."""
     c = RecordColumns.of(records)
     scheduled = ~np.isnan(c.scheduled_s)
     lags = np.sort(np.maximum(0.0, c.start_s[scheduled] - c.scheduled_s[scheduled]))
@@ -146,7 +147,11 @@ def arrivals_of(
         return Arrivals()
     sent = len(lags)
     due = achieved = None
-    if load is not None and duration_s is not None:
+    if isinstance(load, ReplayLoad):
+        due = load.requests if max_requests is None else min(load.requests, max_requests)
+        if duration_s is not None:
+            achieved = sent / duration_s
+    elif load is not None and duration_s is not None:
         due = arrival_count(load.start_rate, load.end_rate, duration_s)
         if max_requests is not None:
             due = min(due, max_requests)

@@ -9,6 +9,8 @@ and the simulator builds them straight from its raw rows, ~180,000 requests and
 
 Missing values: ``NaN`` in float columns (``ttft_s``, ``scheduled_s``), :data:`NONE`
 in integer ones (token counts); a record's error kind is ``None`` when it has none.
+The session columns (``session``, ``turn``, ``session_seq``, ``fanout``) may be left out
+(``None``): the session figures then are not computed.
 """
 
 from __future__ import annotations
@@ -44,10 +46,15 @@ class RecordColumns:
     token_source: np.ndarray
     error_kind: tuple[ErrorKind | None, ...]
     gaps: GapTable
+    session: np.ndarray | None = None
+    turn: np.ndarray | None = None
+    session_seq: np.ndarray | None = None  # NONE where unknown
+    fanout: np.ndarray | None = None  # NONE for a request that is no agent step's
+    cancel_after_s: np.ndarray | None = None  # NaN for a request the client was not to abandon
 
     def __post_init__(self) -> None:
         n = len(self.start_s)
-        sizes = {len(getattr(self, f)) for f in self.__dataclass_fields__}
+        sizes = {len(getattr(self, f)) for f in self.__dataclass_fields__ if getattr(self, f) is not None}
         if sizes != {n}:
             raise ValueError(f"columns of different lengths: {sorted(sizes)}")
 
@@ -65,7 +72,8 @@ class RecordColumns:
         if rows.all():
             return self
         kinds = tuple(k for k, keep in zip(self.error_kind, rows.tolist()) if keep)
-        arrays = {f: getattr(self, f)[rows] for f in self.__dataclass_fields__ if f not in ("error_kind", "gaps")}
+        arrays = {f: None if getattr(self, f) is None else getattr(self, f)[rows]
+                  for f in self.__dataclass_fields__ if f not in ("error_kind", "gaps")}
         return RecordColumns(**arrays, error_kind=kinds, gaps=self.gaps.select(rows))
 
     @classmethod
@@ -95,4 +103,6 @@ class RecordColumns:
             expected_prompt_tokens=ints("expected_prompt_tokens"),
             token_source=np.fromiter((codes[r.token_source] for r in records), dtype=np.int8, count=n),
             error_kind=tuple(r.error_kind for r in records), gaps=GapTable.of_records(records),
+            session=ints("session"), turn=ints("turn"), session_seq=ints("session_seq"), fanout=ints("fanout"),
+            cancel_after_s=floats("cancel_after_s"),
         )

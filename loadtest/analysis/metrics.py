@@ -25,12 +25,15 @@ import numpy as np
 
 from loadtest.analysis.arrivals import arrivals_of
 from loadtest.analysis.columns import NONE, SOURCES, RecordColumns
-from loadtest.analysis.records import RequestRecord, TokenSource
+from loadtest.analysis.gpu import gpu_stage
+from loadtest.analysis.records import ErrorKind, RequestRecord, TokenSource
 from loadtest.analysis.server_metrics import ServerSample, counter_delta
+from loadtest.analysis.sessions import session_report
 from loadtest.analysis.slo import Metric, Objective, evaluate, requests_meet, verdict_confidence
 from loadtest.analysis.stats import MAX_MEAN_BOOTSTRAP, Counted, Distribution
 from loadtest.analysis.summary import (
     GeneratorReport,
+    GpuSample,
     Latency,
     RateSearchReport,
     RequestCounts,
@@ -44,7 +47,7 @@ from loadtest.analysis.summary import (
     Window,
 )
 from loadtest.analysis.timeline import bin_width, emissions_of, prompt_tokens_between, scan_emissions, time_bins
-from loadtest.profiles import OpenLoad, StagePlan
+from loadtest.profiles import OpenLoad, ReplayLoad, StagePlan
 
 MAX_LATE_FRACTION = 0.05  # more late arrivals than this: the schedule was not kept
 LOOP_LAG_LIMIT_S = 0.1  # generator event-loop lag (p99) beyond which timings are suspect
@@ -191,14 +194,17 @@ def build_stage(
     max_error_rate: float | None = None,
     duration_s: float | None = None,
     max_requests: int | None = None,
+    gpu_samples: Sequence[GpuSample] = (),
+    gpu_source: str = "",
 ) -> StageSummary:
     """Every figure of one stage from its raw records (or their :class:`RecordColumns`).
     ``duration_s`` and ``max_requests`` are the stage's load limits (they decide how many
-    arrivals were due)."""
+    arrivals were due); ``gpu_samples``: the run's GPU telemetry (run seconds)."""
     columns = RecordColumns.of(records)
     measured, before, after = split_by_window(columns, *window)
     ok = measured.take(measured.ok)
-    failed = len(measured) - len(ok)
+    abandoned = sum(k is ErrorKind.CLIENT_CANCELLED for k in measured.error_kind)
+    failed = len(measured) - len(ok) - abandoned
     win = measured_window(measured, *window, timed=timed)
     samples = latency_samples(ok)
     latency = latency_of(samples)
@@ -224,7 +230,8 @@ def build_stage(
         generator = generator.model_copy(
             update={"cpu_seconds_per_1k_tokens": generator.cpu_seconds_load / (all_output / 1000.0)}
         )
-    failed_kinds = (k for k, good in zip(measured.error_kind, measured.ok.tolist()) if not good and k)
+    failed_kinds = (k for k, good in zip(measured.error_kind, measured.ok.tolist())
+                    if not good and k and k is not ErrorKind.CLIENT_CANCELLED)
     counts = RequestCounts(
         sent=len(columns),
         measured=len(measured),
@@ -233,10 +240,12 @@ def build_stage(
         excluded_warmup=before,
         excluded_cooldown=after,
         errors=dict(sorted(Counter(failed_kinds).items())),
-        error_rate=failed / len(measured) if len(measured) else None,
+        error_rate=failed / (len(measured) - abandoned) if len(measured) > abandoned else None,
+        cancelled=abandoned,
+        cancel_planned=0 if measured.cancel_after_s is None else int((~np.isnan(measured.cancel_after_s)).sum()),
     )
     slo = slo_report(objectives, ok, samples, latency, counts, win.duration_s)
-    load = plan.load if isinstance(plan.load, OpenLoad) else None
+    load = plan.load if isinstance(plan.load, (OpenLoad, ReplayLoad)) else None
     arrivals = arrivals_of(columns, load, duration_s=duration_s if timed else None, max_requests=max_requests)
     stage = StageSummary(
         index=plan.index,
@@ -254,6 +263,9 @@ def build_stage(
         generator=generator,
         server=stage_server(server_samples),
         timeline=time_bins(columns, width, tokens=bin_tokens),
+        sessions=session_report(measured),
+        gpu=gpu_stage(gpu_samples, start=offset_s + win.start_s, end=offset_s + win.end_s, output_tokens=out_tokens,
+                      total_tokens=out_tokens + in_tokens, source=gpu_source) if gpu_samples else None,
     )
     passed, reason = stage_verdict(stage, max_error_rate=max_error_rate)
     return stage.model_copy(update={"validity": stage_validity(stage), "passed": passed, "verdict_reason": reason})

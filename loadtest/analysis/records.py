@@ -2,6 +2,12 @@
 
 Times are seconds. ``start_s`` and ``scheduled_s`` are offsets from the stage clock's
 zero; ``ttft_s`` and ``e2e_s`` are measured from the moment the request was sent.
+
+Sessions: ``session`` is the plan's session (a pool session cycled twice appears twice;
+a replayed trace's own session), ``session_seq`` the session as sent, unique in the
+stage; ``turn`` counts from 0; an agent step's requests (``fanout`` > 1) share their turn
+and are told apart by ``branch``. ``cancel_after_s``: the client was to abandon the
+request that long after sending it (``error_kind`` ``client_cancelled`` if it did).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ class ErrorKind(enum.StrEnum):
     STREAM_ERROR = "stream_error"  # an error event in the middle of an SSE stream
     PROTOCOL = "protocol"  # malformed body/chunk, or a stream without any content
     CANCELLED = "cancelled"  # still in flight when the run's hard stop came
+    CLIENT_CANCELLED = "client_cancelled"  # abandoned on purpose (--cancel): not a failure
 
 
 class TokenSource(enum.StrEnum):
@@ -43,6 +50,9 @@ class RequestRecord(BaseModel):
     stage: int = 0
     session: int = 0
     turn: int = 0
+    session_seq: int | None = None
+    branch: int | None = None
+    fanout: int | None = None
     user: int = 0
     scheduled_s: float | None = None
     start_s: float
@@ -63,6 +73,7 @@ class RequestRecord(BaseModel):
     requested_output_tokens: int | None = None
     finish_reason: str | None = None
     output_text: str | None = None
+    cancel_after_s: float | None = None
 
     @property
     def end_s(self) -> float:

@@ -77,6 +77,8 @@ class RequestCounts(_Model):
     excluded_cooldown: int
     errors: dict[ErrorKind, int] = {}
     error_rate: float | None = None
+    cancelled: int = Field(0, description="abandoned by the client on purpose (--cancel): not failures")
+    cancel_planned: int = Field(0, description="requests the client was to abandon (some finished first)")
 
 
 class Latency(_Model):
@@ -185,8 +187,87 @@ class GeneratorReport(_Model):
     workers: tuple[WorkerReport, ...] = Field((), description="per worker process (distributed runs)")
 
 
+class TurnFigures(_Model):
+    """One turn's requests (``turn`` from 0; ``pooled``: this and every later turn)."""
+
+    turn: int
+    pooled: bool = False
+    requests: int
+    ok: int
+    ttft: Distribution
+    e2e: Distribution
+    think: Distribution = Field(description="start minus the end of the session's previous turn")
+
+
+class FanoutFigures(_Model):
+    """Agent steps: turns sent as several parallel requests."""
+
+    steps: int
+    requests: int
+    width: Distribution
+    complete: int = Field(description="steps whose every branch succeeded")
+    step_time: Distribution = Field(description="first branch's start to last branch's end")
+    straggler: Distribution = Field(description="last branch's end minus first branch's end")
+
+
+class SessionReport(_Model):
+    """Figures by session and turn (:mod:`loadtest.analysis.sessions`)."""
+
+    sessions: int
+    complete: int = Field(description="sessions whose every request succeeded")
+    turns: Distribution
+    duration: Distribution = Field(description="first request's start to last request's end")
+    think: Distribution
+    by_turn: tuple[TurnFigures, ...] = ()
+    fanout: FanoutFigures | None = None
+
+
+class GpuStage(_Model):
+    """GPU telemetry over the measured window (:mod:`loadtest.analysis.gpu`): power of all
+    GPUs together, energy (from the GPUs' energy counters when every GPU has one, else
+    power integrated over time: ``energy_from``) and tokens per joule. The sweep's cost
+    view reads ``energy_j`` and ``output_tokens_per_joule``."""
+
+    source: str
+    gpus: int
+    samples: int
+    power_mean_w: float | None = None
+    power_max_w: float | None = None
+    energy_j: float | None = None
+    energy_from: str | None = None
+    output_tokens_per_joule: float | None = None
+    total_tokens_per_joule: float | None = None
+    joules_per_output_token: float | None = None
+    utilization_mean: float | None = None
+    memory_used_max_mib: float | None = None
+
+
+class GpuSample(_Model):
+    """One GPU sample of every GPU together (``t``: seconds since the run started)."""
+
+    t: float
+    power_w: float | None = None
+    energy_j: float | None = None
+    utilization: float | None = None
+    memory_used_mib: float | None = None
+    gpus: int = 0
+
+
+class GpuReport(_Model):
+    """The run's GPU telemetry: where it came from and its timeline."""
+
+    sources: tuple[str, ...] = ()
+    samples_ok: int = 0
+    samples_failed: int = 0
+    last_error: str | None = None
+    timeline: tuple[GpuSample, ...] = ()
+
+
 class StageServer(_Model):
-    """Server counters over the stage (from ``/metrics``; ``None`` when not exported)."""
+    """Server counters over the stage (from ``/metrics``; ``None`` when not exported).
+    ``in_flight_after``: requests the server still counted in flight once the stage's
+    requests were over (``None``: not exported); ``settled``: it reached zero (a request
+    the client abandoned is still running on the server otherwise)."""
 
     prompt_tokens_delta: float | None = None
     generation_tokens_delta: float | None = None
@@ -194,6 +275,9 @@ class StageServer(_Model):
     queue_depth_max: float | None = None
     kv_cache_usage_max: float | None = None
     replicas_ready_max: float | None = None
+    in_flight_after: float | None = None
+    settled_after_s: float | None = None
+    settled: bool | None = None
 
 
 class StageSummary(_Model):
@@ -214,6 +298,8 @@ class StageSummary(_Model):
     generator: GeneratorReport
     server: StageServer
     timeline: tuple[TimeBin, ...] = ()
+    sessions: SessionReport | None = None
+    gpu: GpuStage | None = None
     validity: Validity = Validity()
     passed: bool | None = None
     verdict_reason: str = ""
@@ -268,6 +354,7 @@ class Summary(_Model):
     headline_stage: int = 0
     sweep: RateSearchReport | None = None
     server: ServerReport = ServerReport()
+    gpu: GpuReport | None = None
     warnings: tuple[str, ...] = ()
     passed: bool | None = None
     simulated: bool = False

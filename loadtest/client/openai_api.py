@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadtest.analysis.records import ErrorKind
@@ -18,18 +18,23 @@ def request_body(
     system: str | None,
     history: Sequence[tuple[str, str]],
     turn: Turn,
+    extra: Mapping[str, Any] | None = None,
+    content: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body for ``turn`` after ``history`` ((user, assistant) pairs)."""
+    """The JSON body for ``turn`` after ``history`` ((user, assistant) pairs), with the
+    target's ``extra_body`` and then ``extra`` (a session's own fields) added as given
+    (``stream_options`` merged); ``content`` replaces the turn's message (a fan-out branch)."""
+    content = turn.content if content is None else content
     body: dict[str, Any] = {"model": target.model, "stream": target.stream}
     if target.endpoint is Endpoint.CHAT:
         messages = [] if system is None else [{"role": "system", "content": system}]
         for user, assistant in history:
             messages.append({"role": "user", "content": user})
             messages.append({"role": "assistant", "content": assistant})
-        messages.append({"role": "user", "content": turn.content})
+        messages.append({"role": "user", "content": content})
         body["messages"] = messages
     else:
-        body["prompt"] = completion_prompt(system, history, turn.content)
+        body["prompt"] = completion_prompt(system, history, content)
     if turn.max_tokens is not None:
         body["max_tokens"] = turn.max_tokens
         if target.exact_output:
@@ -38,6 +43,12 @@ def request_body(
         body["temperature"] = target.temperature
     if target.stream:
         body["stream_options"] = {"include_usage": True}
+    for fields in (target.extra_body, extra or {}):
+        for key, value in fields.items():
+            if key == "stream_options" and isinstance(value, dict):
+                body[key] = {**body.get(key, {}), **value}
+            else:
+                body[key] = value
     return body
 
 

@@ -6,8 +6,11 @@ request budget spent, schedule exhausted). Greenlets switch only at I/O, so plai
 counters are safe.
 
 A worker of a distributed stage holds its share (its arrivals, its part of the budget)
-and numbers requests and users ``slot + slots * n``, so that ids stay unique across the
-workers; its stage clock's zero is the master's, given as a Unix time.
+and numbers requests, users and sessions ``slot + slots * n``, so that ids stay unique
+across the workers; its stage clock's zero is the master's, given as a Unix time.
+
+``paired`` (a trace replay): arrival ``i`` sends session ``i`` of the plan, never another
+and never twice, so each request leaves at its own recorded time.
 """
 
 from __future__ import annotations
@@ -32,8 +35,13 @@ class RunContext:
         stage: int = 0,
         slot: int = 0,
         slots: int = 1,
+        paired: bool = False,
+        cancel: tuple[float, float] | None = None,
+        seed: int = 0,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        if paired and (arrivals is None or len(arrivals) > len(plan.sessions)):
+            raise ValueError("a paired stage needs one session per arrival")
         self.plan = plan
         self.arrivals = arrivals
         self.max_requests = max_requests
@@ -41,6 +49,9 @@ class RunContext:
         self.stage = stage
         self.slot = slot
         self.slots = slots
+        self.paired = paired
+        self.cancel = cancel
+        self.seed = seed
         self.clock = clock
         self.t0 = clock()
         self.t0_unix = time.time()
@@ -52,6 +63,8 @@ class RunContext:
         self._next_session = 0
         self._next_arrival = 0
         self._next_user = 0
+        self._sessions_started = 0
+        self.last_arrival_s = 0.0  # the latest arrival taken (a user may still be waiting for it)
         self._stopped = False
 
     def start(self) -> None:
@@ -92,14 +105,27 @@ class RunContext:
 
     def take_arrival(self) -> float | None:
         """The next scheduled start (stage clock), or ``None`` when issuing is over."""
+        taken = self.take_scheduled()
+        return None if taken is None else taken[0]
+
+    def take_scheduled(self) -> tuple[float, Session | None] | None:
+        """The next scheduled start and, paired, the session bound to it (``None``: the
+        next of the pool); ``None`` when issuing is over."""
         assert self.arrivals is not None
         if not self.issuing():
             return None
-        at = float(self.arrivals[self._next_arrival])
+        index = self._next_arrival
+        at = float(self.arrivals[index])
         if self.load_duration_s is not None and at >= self.load_duration_s:
             return None
         self._next_arrival += 1
-        return at
+        self.last_arrival_s = at
+        return at, (self.plan.sessions[index] if self.paired else None)
+
+    def session_number(self) -> int:
+        """A number for the session starting now, unique in the stage (across workers)."""
+        self._sessions_started += 1
+        return self.slot + self.slots * (self._sessions_started - 1)
 
     def _budget_left(self) -> bool:
         if self._stopped:
@@ -128,6 +154,14 @@ class RunContext:
         self.in_flight += 1
         return self.slot + self.slots * (self.issued - 1)
 
+    def cancel_after(self, request_id: int) -> float | None:
+        """How long after sending the client abandons request ``request_id`` (``None``:
+        never); the same requests for the same seed, wherever they are sent."""
+        if self.cancel is None:
+            return None
+        fraction, after_s = self.cancel
+        return after_s if unit_hash(self.seed, request_id) < fraction else None
+
     def finish(self, record: RequestRecord) -> None:
         """A claimed request is over (its record is written by the events listener)."""
         del record
@@ -141,3 +175,11 @@ class RunContext:
     def done(self) -> bool:
         """Nothing will be issued any more and nothing is in flight or mid-session."""
         return not self.issuing() and self.in_flight == 0 and self.active_sessions == 0
+
+
+def unit_hash(seed: int, key: int) -> float:
+    """A number in [0, 1) from ``(seed, key)``, uniform over keys (splitmix64)."""
+    x = (seed * 0x9E3779B97F4A7C15 + key + 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return ((x ^ (x >> 31)) >> 11) / float(1 << 53)

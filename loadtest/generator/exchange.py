@@ -50,12 +50,17 @@ def perform(
     stream: bool,
     timeout_s: float,
     clock: Callable[[], float],
+    cancel_after_s: float | None = None,
 ) -> Exchange:
-    """Send one request and read its answer; never raises for request failures."""
+    """Send one request and read its answer; never raises for request failures.
+    ``cancel_after_s``: abandon it that long after sending (the client's own cancel)."""
     out = Exchange()
     sent = clock()
     timer = gevent.Timeout(timeout_s)
     timer.start()
+    cancel = gevent.Timeout(cancel_after_s) if cancel_after_s is not None else None
+    if cancel is not None:
+        cancel.start()
     try:
         response = client.request("POST", path, body=body, headers=headers)
         out.status = response.status_code
@@ -70,9 +75,12 @@ def perform(
         else:
             _read_json(response.read(), out)
     except gevent.Timeout as exc:
-        if exc is not timer:
+        if exc is cancel:
+            out.error_kind, out.error = ErrorKind.CLIENT_CANCELLED, f"abandoned by the client after {cancel_after_s:g} s"
+        elif exc is timer:
+            out.error_kind, out.error = ErrorKind.TIMEOUT, f"no complete answer within {timeout_s:g} s"
+        else:
             raise
-        out.error_kind, out.error = ErrorKind.TIMEOUT, f"no complete answer within {timeout_s:g} s"
         out.reusable = False
     except (TimeoutError, socket.timeout) as exc:
         out.error_kind, out.error = ErrorKind.TIMEOUT, f"network timeout: {exc}"
@@ -85,6 +93,8 @@ def perform(
         out.reusable = False
     finally:
         timer.close()
+        if cancel is not None:
+            cancel.close()
     if not out.e2e_s:
         out.e2e_s = clock() - sent
     if out.error_kind is None and stream and out.chunks == 0:

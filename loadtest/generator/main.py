@@ -33,6 +33,7 @@ from loadtest.generator.stage import (
     StatusFile,
     cpu_seconds,
     drive_until_over,
+    run_options,
     stage_load,
     user_class,
 )
@@ -50,6 +51,7 @@ def run_job(job: GeneratorJob) -> str:
         max_requests=config.max_requests,
         load_duration_s=config.duration_s,
         stage=stage.index,
+        **run_options(config, stage),
     )
     cls = user_class(run_context=run, target=config.target, api_key=job.api_key, host=config.target.url)
     shape = StageShape(users, spawn_rate, stop_after_s=config.stage_time_limit_s)

@@ -46,6 +46,7 @@ from loadtest.generator.stage import (
     StageShape,
     StatusFile,
     cpu_seconds,
+    run_options,
     stage_load,
     user_class,
 )
@@ -228,7 +229,8 @@ def run_master(job: GeneratorJob) -> int:
         try:
             members = fleet.gather(gen.connect_timeout_s)
             shares = plan_shares(dispatched_users(env, members, users), arrivals=arrivals,
-                                 max_requests=config.max_requests, sessions=len(plan.sessions))  # fmt: skip
+                                 max_requests=config.max_requests, sessions=len(plan.sessions),
+                                 paired=bool(run_options(config, stage)["paired"]))  # fmt: skip
             fleet.hand_out(job, plan, shares)
             fleet.measure_clocks()
             t0_unix = time.time() + START_MARGIN_S

@@ -22,7 +22,7 @@ from loadtest.config import LoadTestConfig
 from loadtest.generator.context import RunContext
 from loadtest.generator.job import GeneratorStatus
 from loadtest.generator.user import OpenAIUser
-from loadtest.profiles import ClosedLoad, OpenLoad, StagePlan
+from loadtest.profiles import ClosedLoad, OpenLoad, ReplayLoad, ReplayProfile, StagePlan
 
 FAST_SPAWN_RATE = 10_000.0
 POLL_S = 0.1
@@ -106,6 +106,9 @@ def stage_load(config: LoadTestConfig, stage: StagePlan) -> tuple[int, float, np
     """The stage's user count (open loop: its concurrency cap), spawn rate and, open loop,
     its whole arrival schedule."""
     load = stage.load
+    if isinstance(load, ReplayLoad):
+        assert isinstance(config.profile, ReplayProfile)
+        return load.max_concurrency, FAST_SPAWN_RATE, config.profile.arrivals()
     if isinstance(load, OpenLoad):
         arrivals = load.follow_curve(schedule(
             start_rate=load.start_rate,
@@ -119,6 +122,16 @@ def stage_load(config: LoadTestConfig, stage: StagePlan) -> tuple[int, float, np
     assert isinstance(load, ClosedLoad)
     spawn_rate = load.users / load.ramp_up_s if load.ramp_up_s > 0 else FAST_SPAWN_RATE
     return load.users, spawn_rate, None
+
+
+def run_options(config: LoadTestConfig, stage: StagePlan) -> dict[str, object]:
+    """The :class:`RunContext` settings a stage's config decides (pairing, cancels, seed)."""
+    cancel = config.cancel
+    return {
+        "paired": isinstance(stage.load, ReplayLoad),
+        "cancel": None if cancel is None else (cancel.fraction, cancel.after_s),
+        "seed": config.seed + 1000 * stage.index,
+    }
 
 
 def user_class(**attributes: object) -> type[OpenAIUser]:
@@ -141,7 +154,9 @@ def drive_until_over(
         if run.done():
             return "done"
         if not run.issuing() and drain_deadline is None:
-            drain_deadline = now + config.effective_drain_s
+            # Users may hold arrivals still to come (a replay's whole trace, taken at once):
+            # the drain starts once the last of them is due.
+            drain_deadline = max(now, run.last_arrival_s) + config.effective_drain_s
         if drain_deadline is not None and now >= drain_deadline:
             return "drain timeout"
         if now >= limit:

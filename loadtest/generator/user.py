@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import ClassVar
 from urllib.parse import urlsplit
 
@@ -29,6 +30,18 @@ IDLE_POLL_S = 0.2
 MAX_RETRY_AFTER_S = 10.0
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a request belongs to: its session (``seq``: as sent), turn number (from 0,
+    the session's ``turn_offset`` included) and turn, and its scheduled start."""
+
+    session: Session
+    seq: int
+    number: int
+    turn: Turn
+    scheduled: float | None
+
+
 class RequestFailed(Exception):
     """How a failed request is shown in Locust's statistics (``<kind>: <message>``)."""
 
@@ -45,7 +58,7 @@ class OpenAIUser(User):
 
     def on_start(self) -> None:
         self.index = self.run_context.user_index()
-        self._client: HTTPClient | None = None
+        self._clients: dict[int, HTTPClient] = {}
         headers = {"Content-Type": "application/json", "User-Agent": "serveout-loadtest"}
         if self.target.stream:
             headers["Accept"] = "text/event-stream"
@@ -56,32 +69,40 @@ class OpenAIUser(User):
         self._path_prefix = base.path.rstrip("/")
 
     def on_stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for branch in list(self._clients):
+            self._drop_client(branch)
 
-    def _http(self) -> HTTPClient:
-        if self._client is None:
-            self._client = HTTPClient.from_url(
+    def _http(self, branch: int | None = None) -> HTTPClient:
+        """The user's connection (a fan-out branch ``b`` > 0: one more of its own)."""
+        key = branch or 0
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = HTTPClient.from_url(
                 self.target.url,
                 concurrency=1,
                 connection_timeout=self.target.connect_timeout_s,
                 network_timeout=self.target.request_timeout_s,
                 insecure=True,
             )
-        return self._client
+        return client
+
+    def _drop_client(self, branch: int | None) -> None:
+        client = self._clients.pop(branch or 0, None)
+        if client is not None:
+            client.close()
 
     @task
     def drive(self) -> None:
         run = self.run_context
         if (early := -run.now()) > 0:  # spawned before the stage clock's zero (a distributed start)
             gevent.sleep(early)
-        scheduled = None
+        scheduled = bound = None
         if run.open_loop:
-            scheduled = run.take_arrival()
-            if scheduled is None:
+            taken = run.take_scheduled()
+            if taken is None:
                 gevent.sleep(IDLE_POLL_S)
                 return
+            scheduled, bound = taken
         elif not run.issuing():
             gevent.sleep(IDLE_POLL_S)
             return
@@ -89,26 +110,32 @@ class OpenAIUser(User):
         try:
             if scheduled is not None and (delay := scheduled - run.now()) > 0:
                 gevent.sleep(delay)
-            self._session(run.next_session(), scheduled)
+            session = bound if bound is not None else run.next_session()
+            self._session(session, scheduled, session.id if run.paired else run.session_number())
         finally:
             run.session_ended()
 
-    def _session(self, session: Session, scheduled: float | None) -> None:
+    def _session(self, session: Session, scheduled: float | None, seq: int) -> None:
         run = self.run_context
         system = run.plan.system_text(session)
         history: list[tuple[str, str]] = []
         for number, turn in enumerate(session.turns):
             if number and session.think_time_s:
                 gevent.sleep(session.think_time_s)
-            request_id = run.take_request()
-            if request_id is None:
-                return
-            body = request_body(self.target, system=system, history=history, turn=turn)
-            exchange = self._send(request_id, session, number, turn, body, scheduled)
+            sent = Sent(session, seq, session.turn_offset + number, turn, scheduled)
             scheduled = None  # only a session's first request has a scheduled start
-            if not exchange.ok:
+            if turn.fanout > 1:
+                exchange = self._step(sent, system, history)
+            else:
+                request_id = run.take_request()
+                if request_id is None:
+                    return
+                body = request_body(self.target, system=system, history=history, turn=turn, extra=session.extra_body)
+                exchange = self._send(request_id, sent, body)
+            if exchange is None or not exchange.ok:
                 if (
-                    exchange.retry_after_s
+                    exchange is not None
+                    and exchange.retry_after_s
                     and not run.open_loop
                     and self.target.respect_retry_after
                 ):
@@ -116,28 +143,41 @@ class OpenAIUser(User):
                 return
             history.append((turn.content, exchange.text))
 
-    def _send(
-        self,
-        request_id: int,
-        session: Session,
-        number: int,
-        turn: Turn,
-        body: dict,
-        scheduled: float | None,
-    ) -> Exchange:
+    def _step(self, sent: Sent, system: str | None, history: list[tuple[str, str]]) -> Exchange | None:
+        """An agent step: ``turn.fanout`` requests at once, each on its own connection;
+        the first branch's exchange when all succeeded (the session goes on from it)."""
+        run, turn = self.run_context, sent.turn
+        branches = []
+        for branch in range(turn.fanout):
+            request_id = run.take_request()
+            if request_id is None:
+                break
+            body = request_body(self.target, system=system, history=history, turn=turn,
+                                extra=sent.session.extra_body, content=f"{turn.content} ({branch + 1})")
+            branches.append(gevent.spawn(self._send, request_id, sent, body, branch))
+        if not branches:
+            return None
+        gevent.joinall(branches, raise_error=True)
+        exchanges = [g.value for g in branches]
+        return exchanges[0] if len(exchanges) == turn.fanout and all(e.ok for e in exchanges) else None
+
+    def _send(self, request_id: int, sent: Sent, body: dict, branch: int | None = None) -> Exchange:
         run = self.run_context
         start = run.now()
         start_unix = time.time()
         payload = json.dumps(body).encode()
+        cancel_after = run.cancel_after(request_id)
+        client = self._http(branch)
         try:
             exchange = perform(
-                self._http(),
+                client,
                 path=self._path_prefix + self.target.endpoint.path,
                 body=payload,
                 headers=self._headers,
                 stream=self.target.stream,
                 timeout_s=self.target.request_timeout_s,
                 clock=run.clock,
+                cancel_after_s=cancel_after,
             )
         except gevent.GreenletExit:
             cancelled = Exchange(
@@ -146,35 +186,36 @@ class OpenAIUser(User):
                 e2e_s=run.now() - start,
                 reusable=False,
             )
-            self._report(cancelled, self._record(request_id, session, number, turn, cancelled, start, start_unix, scheduled))
+            self._report(cancelled, self._record(request_id, sent, cancelled, start, start_unix, branch, cancel_after))
             raise
-        if not exchange.reusable and self._client is not None:
-            self._client.close()
-            self._client = None
-        record = self._record(request_id, session, number, turn, exchange, start, start_unix, scheduled)
+        if not exchange.reusable:
+            self._drop_client(branch)
+        record = self._record(request_id, sent, exchange, start, start_unix, branch, cancel_after)
         self._report(exchange, record)
         return exchange
 
     def _record(
         self,
         request_id: int,
-        session: Session,
-        number: int,
-        turn: Turn,
+        sent: Sent,
         ex: Exchange,
         start: float,
         start_unix: float,
-        scheduled: float | None,
+        branch: int | None,
+        cancel_after: float | None,
     ) -> RequestRecord:
-        usage = ex.usage
+        usage, turn = ex.usage, sent.turn
         has_usage = usage is not None and usage.completion_tokens is not None
         return RequestRecord(
             id=request_id,
             stage=self.run_context.stage,
-            session=session.id,
-            turn=number,
+            session=sent.session.id,
+            turn=sent.number,
+            session_seq=sent.seq,
+            branch=branch,
+            fanout=turn.fanout if turn.fanout > 1 else None,
             user=self.index,
-            scheduled_s=scheduled,
+            scheduled_s=sent.scheduled,
             start_s=start,
             start_unix=start_unix,
             ok=ex.ok,
@@ -189,10 +230,11 @@ class OpenAIUser(User):
             prompt_tokens=usage.prompt_tokens if usage is not None else None,
             output_tokens=usage.completion_tokens if has_usage else None,
             token_source=TokenSource.USAGE if has_usage else TokenSource.NONE,
-            expected_prompt_tokens=turn.expected_prompt_tokens if number == 0 else None,
+            expected_prompt_tokens=turn.expected_prompt_tokens if sent.number == sent.session.turn_offset else None,
             requested_output_tokens=turn.max_tokens if self.target.exact_output else None,
             finish_reason=ex.finish_reason,
             output_text=ex.text if ex.ok and not has_usage else None,
+            cancel_after_s=cancel_after,
         )
 
     def _report(self, ex: Exchange, record: RequestRecord) -> None:

@@ -44,7 +44,7 @@ from loadtest.generator.job import (
     GeneratorJob,
     WorkerStatus,
 )
-from loadtest.generator.stage import LagProbe, cpu_seconds, drive_until_over, user_class
+from loadtest.generator.stage import LagProbe, cpu_seconds, drive_until_over, run_options, user_class
 from loadtest.generator.user import OpenAIUser
 from loadtest.workloads.base import WorkloadPlan
 
@@ -128,6 +128,7 @@ class WorkerPart:
             stage=job.stage.index,
             slot=data["slot"],
             slots=data["slots"],
+            **run_options(config, job.stage),
         )
         # Locust configures users through class attributes (set before any user spawns).
         self.cls.run_context = self.run

@@ -5,6 +5,8 @@ The master computes the open-loop schedule once and deals it round-robin to the 
 that Locust gives users (worker ``k`` of ``n`` gets ``arrivals[k::n]``), so together they
 send exactly the schedule; the request budget is split exactly (by user count for closed
 loops); each worker draws sessions from its own block of the prompt pool, sized alike.
+A replay binds each arrival to its own session: worker ``k`` then gets ``sessions[k::n]``
+with ``arrivals[k::n]``, so every request still leaves at its own time.
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ CLOCK_SKEW_WARN_S = 0.005
 class Share:
     """What one worker sends: its ``slot`` among the ``slots`` workers that have users,
     its part of the request budget, (open loop) its arrivals and the block of the prompt
-    pool it draws sessions from, ``sessions = (start, stop)``. A worker that Locust gives
-    no user gets nothing to send (a budget of 0)."""
+    pool it draws sessions from, ``sessions = (start, stop)``, or paired (a replay) every
+    ``slots``-th session from ``slot``. A worker that Locust gives no user gets nothing
+    to send (a budget of 0)."""
 
     slot: int
     slots: int
     max_requests: int | None
     arrivals: tuple[float, ...] | None
     sessions: tuple[int, int]
+    paired: bool = False
 
     @property
     def idle(self) -> bool:
@@ -52,7 +56,8 @@ def split_counts(total: int, weights: Sequence[int]) -> list[int]:
 
 
 def plan_shares(
-    users: Sequence[int], *, arrivals: Sequence[float] | None, max_requests: int | None, sessions: int
+    users: Sequence[int], *, arrivals: Sequence[float] | None, max_requests: int | None, sessions: int,
+    paired: bool = False,
 ) -> list[Share]:
     """Each worker's share, given the users Locust dispatches to each (in worker order)
     and the size of the prompt pool. Open loop, the active workers weigh the same (the
@@ -69,13 +74,15 @@ def plan_shares(
     for k, i in enumerate(active):
         part = tuple(float(a) for a in arrivals[k::n]) if arrivals is not None else None
         block = (start, start + blocks[k]) if blocks[k] else (0, sessions)  # a pool smaller than the workers: share it
-        shares[i] = Share(k, n, budgets[k], part, block)
+        shares[i] = Share(k, n, budgets[k], part, block, paired)
         start += blocks[k]
     return shares
 
 
 def plan_part(plan: WorkloadPlan, share: Share) -> WorkloadPlan:
-    """The sessions a worker draws from (its block of the pool)."""
+    """The sessions a worker draws from (its block of the pool; paired, its stride)."""
+    if share.paired:
+        return WorkloadPlan(systems=plan.systems, sessions=plan.sessions[share.slot :: share.slots])
     start, stop = share.sessions
     if (start, stop) == (0, len(plan.sessions)):
         return plan

@@ -10,19 +10,21 @@ from loadtest.profiles.base import (
     ClosedLoad,
     LoadProfile,
     OpenLoad,
+    ReplayLoad,
     StageOutcome,
     StagePlan,
 )
 from loadtest.profiles.curves import DailyCycle, RateTrace
 from loadtest.profiles.rate_search import RateSweep
+from loadtest.profiles.replay import ReplayProfile
 from loadtest.profiles.simple import ConstantRate, FixedConcurrency, LinearRamp, Poisson
 from loadtest.registry import Registry
 from loadtest.specs import build_from_spec
 
-PROFILE_CLASSES = (FixedConcurrency, ConstantRate, Poisson, LinearRamp, DailyCycle, RateTrace, RateSweep)
+PROFILE_CLASSES = (FixedConcurrency, ConstantRate, Poisson, LinearRamp, DailyCycle, RateTrace, RateSweep, ReplayProfile)
 
 ProfileConfig = Annotated[
-    Union[FixedConcurrency, ConstantRate, Poisson, LinearRamp, DailyCycle, RateTrace, RateSweep],
+    Union[FixedConcurrency, ConstantRate, Poisson, LinearRamp, DailyCycle, RateTrace, RateSweep, ReplayProfile],
     Field(discriminator="kind"),
 ]
 """Any registered profile (a discriminated union on ``kind``)."""
@@ -50,6 +52,8 @@ __all__ = [
     "ProfileConfig",
     "RateSweep",
     "RateTrace",
+    "ReplayLoad",
+    "ReplayProfile",
     "StageOutcome",
     "StagePlan",
     "parse_profile",

@@ -72,7 +72,20 @@ class OpenLoad(BaseModel):
         return follow_curve(times, self.rate_curve, duration_s)
 
 
-Load = Annotated[Union[ClosedLoad, OpenLoad], Field(discriminator="kind")]
+class ReplayLoad(BaseModel):
+    """Arrivals at the recorded times of a trace (``loadtest.profiles.replay``): ``requests``
+    in all, the last ``span_s`` after the stage clock's zero, each request bound to its
+    arrival (never cycled); at most ``max_concurrency`` in flight."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["replay"] = "replay"
+    requests: int = Field(ge=1)
+    span_s: float = Field(ge=0.0)
+    max_concurrency: int = Field(256, ge=1)
+
+
+Load = Annotated[Union[ClosedLoad, OpenLoad, ReplayLoad], Field(discriminator="kind")]
 
 
 class StagePlan(BaseModel):

@@ -1,4 +1,4 @@
-"""Report formats, registered by name (``--reports json,csv,markdown,plots``)."""
+"""Report formats, registered by name (``--reports json,csv,markdown,plots,html``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from loadtest.analysis.summary import Summary
 from loadtest.registry import Registry
 from loadtest.reports.base import ReportFormat
 from loadtest.reports.files import CsvReport, JsonReport
+from loadtest.reports.html import HtmlReport
 from loadtest.reports.markdown import MarkdownReport
 from loadtest.reports.plots import PlotsReport
 
-REPORT_CLASSES = (JsonReport, CsvReport, PlotsReport, MarkdownReport)  # plots before report.md
+REPORT_CLASSES = (JsonReport, CsvReport, PlotsReport, MarkdownReport, HtmlReport)  # plots before report.md
 
 
 def report_registry() -> Registry:

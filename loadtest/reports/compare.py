@@ -1,8 +1,10 @@
-"""``loadtest compare``: two runs' headline figures side by side with ratios (B / A).
+"""``loadtest compare``: runs' headline figures side by side with ratios to the first.
 
 A ratio is highlighted only beyond the noise band the data give: the two runs' relative
 95% half-widths (see :mod:`loadtest.reports.figures`) added in quadrature. A figure
-without a noise estimate in either run is never highlighted.
+without a noise estimate in either run is never highlighted. A *regression* is a run
+notably worse than the first (the baseline) on a figure: outside the band, in the bad
+direction; ``--fail-on-regression`` ends with :attr:`ExitCode.REGRESSION` when any is.
 """
 
 from __future__ import annotations
@@ -51,6 +53,57 @@ def compare_summaries(a: Summary, b: Summary) -> list[ComparisonRow]:
     """Every headline figure of ``a`` and ``b``."""
     ha, hb = a.headline, b.headline
     return [ComparisonRow(f, f.get(ha), f.get(hb), noise_band(f, ha, hb)) for f in ALL_FIGURES]
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A run notably worse than the baseline on one figure."""
+
+    run: int
+    label: str
+    row: ComparisonRow
+
+    def describe(self) -> str:
+        r = self.row
+        return (f"{self.label}: {r.figure.name} {r.figure.format(r.b)} against {r.figure.format(r.a)} "
+                f"({r.ratio:.2f}x, noise ±{r.band:.0%})")
+
+
+def compare_runs(summaries: list[Summary]) -> list[list[ComparisonRow]]:
+    """Every run after the first against the first (one row list per run)."""
+    if len(summaries) < 2:
+        raise ValueError("compare needs at least two runs")
+    return [compare_summaries(summaries[0], other) for other in summaries[1:]]
+
+
+def regressions(per_run: list[list[ComparisonRow]], labels: list[str], figures: set[str] | None = None) -> list[Regression]:
+    """Each (run, figure) worse than the baseline beyond the noise band (``figures``: only
+    those names, case-insensitive)."""
+    wanted = None if figures is None else {f.lower() for f in figures}
+    return [Regression(i + 1, labels[i + 1], row) for i, rows in enumerate(per_run) for row in rows
+            if row.better is False and (wanted is None or row.figure.name.lower() in wanted)]  # fmt: skip
+
+
+def runs_table(per_run: list[list[ComparisonRow]], labels: list[str]) -> Table:
+    """The baseline's figures, then each run's value and ratio (red: worse beyond noise)."""
+    table = Table(title=f"loadtest compare: ratios to the baseline {labels[0]} (highlighted beyond the noise band)")
+    table.add_column("figure")
+    table.add_column(f"baseline: {labels[0]}", justify="right")
+    for label in labels[1:]:
+        table.add_column(label, justify="right")
+    for k, base in enumerate(per_run[0]):
+        cells = []
+        for rows in per_run:
+            row = rows[k]
+            ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x"
+            band = "" if row.ratio is None else ("" if row.band is None else f" ±{row.band:.0%}") + ")"
+            style = {None: "", True: "green", False: "red"}[row.better]
+            text = f"{row.figure.format(row.b)}{ratio}{band}"
+            cells.append(f"[{style}]{text}[/]" if style else text)
+        if base.a is None and all(rows[k].b is None for rows in per_run):
+            continue
+        table.add_row(base.figure.name, base.figure.format(base.a), *cells)
+    return table
 
 
 def comparison_table(rows: list[ComparisonRow], label_a: str, label_b: str) -> Table:

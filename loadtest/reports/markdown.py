@@ -11,6 +11,7 @@ from loadtest.analysis.summary import StageSummary, Summary
 from loadtest.reports.base import arrivals_text, point_verdict, run_verdict, validity_text
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
 from loadtest.reports.plots import plot_names
+from loadtest.reports.sections import cancel_text, gpu_text, session_lines
 from loadtest.units import format_seconds
 
 
@@ -56,6 +57,11 @@ def stage_section(stage: StageSummary) -> list[str]:
         f"{t.output_len_mismatches}.",
         "",
     ]
+    for extra in (cancel_text(stage), gpu_text(stage)):
+        if extra is not None:
+            lines += [extra, ""]
+    if sessions := session_lines(stage):
+        lines += [*sessions, ""]
     if stage.slo.objectives:
         lines += ["| objective | observed | 95% CI, confidence | verdict |", "| --- | ---: | --- | --- |"]
         for result in stage.slo.objectives:

@@ -10,6 +10,7 @@ from rich.text import Text
 from loadtest.analysis.summary import StageSummary, Summary
 from loadtest.reports.base import arrivals_text, point_verdict, run_verdict, validity_text
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
+from loadtest.reports.sections import cancel_text, gpu_text, turn_label
 from loadtest.units import format_seconds
 
 
@@ -37,6 +38,13 @@ def facts(stage: StageSummary) -> Table:
     grid.add_row("throughput", "  ".join(f"{f.name} {f.format(f.get(stage))}" for f in THROUGHPUT_FIGURES))
     if (arrivals := arrivals_text(stage)) is not None:
         grid.add_row("arrivals", arrivals)
+    if (cancels := cancel_text(stage)) is not None:
+        grid.add_row("cancelled", cancels.replace("**", ""))
+    if (energy := gpu_text(stage)) is not None:
+        grid.add_row("GPU", energy)
+    if (s := stage.sessions) is not None:
+        turns = "  ".join(f"{turn_label(t.turn, t.pooled)}: {_ms(t.ttft.p50)}" for t in s.by_turn)
+        grid.add_row("sessions", f"{s.sessions}, time p50 {format_seconds(s.duration.p50)}; TTFT p50 (ms) by turn {turns}")
     for result in stage.slo.objectives:
         o = result.objective
         detail = f" ({text})" if (text := result.interval_text()) else ""

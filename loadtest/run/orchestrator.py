@@ -29,7 +29,7 @@ from loadtest.analysis.records import RecordTail, RequestRecord, read_records
 from loadtest.analysis.stats import Distribution
 from loadtest.analysis.summary import GeneratorReport, ServerReport, StageSummary, Summary, WorkerReport
 from loadtest.config import Endpoint, LoadTestConfig
-from loadtest.errors import GeneratorError, TargetError, WorkerError
+from loadtest.errors import ConfigError, GeneratorError, TargetError, WorkerError
 from loadtest.generator.child import GeneratorProcess, StageProcesses, cpu_percentages
 from loadtest.generator.job import (
     FINAL_GRACE_S,
@@ -39,10 +39,11 @@ from loadtest.generator.job import (
     StatusTail,
 )
 from loadtest.generator.workers import cpu_series, fleet_reports, worker_warnings
-from loadtest.profiles import OpenLoad, StageOutcome, StagePlan
+from loadtest.profiles import OpenLoad, ReplayLoad, StageOutcome, StagePlan
 from loadtest.reports import write_reports
 from loadtest.run.advisories import collect_warnings
 from loadtest.run.progress import SATURATION_PERCENT, ProgressView, StageProgress
+from loadtest.run.gpu_scraper import GpuScraper
 from loadtest.run.scraper import MetricsScraper
 from loadtest.run.tokencount import fill_token_counts
 from loadtest.units import format_seconds
@@ -91,30 +92,38 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
         )
         scraper.scrape_now()
         scraper.start()
+    gpu = GpuScraper(config.gpu, t0_unix=started) if config.gpu is not None else None
+    if gpu is not None:
+        gpu.sample_now()
+        gpu.start()
     tokenizer = functools.cache(lambda: load_tokenizer(config.tokenizer or default_tokenizer_path(config.target.model)))
     results: list[StageResult] = []
     history: list[StageOutcome] = []
     try:
         with ProgressView(console, options.progress) as view:
             while (plan := config.profile.next_stage(history)) is not None:
-                result = _run_stage(config, plan, work, tokenizer, scraper, started, view, options)
+                result = _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options)
                 results.append(result)
                 s = result.summary
                 history.append(
                     StageOutcome(plan=plan, passed=s.passed, reason=s.verdict_reason, achieved_rate=achieved_rate(s))
                 )
                 view.note(f"stage {plan.index} ({plan.label}): {_one_line(s)}")
-        if scraper is not None:
-            scraper.stop()
+        for probe in (scraper, gpu):
+            if probe is not None:
+                probe.stop()
         summary = summarise_run(config, results, scraper, started)
+        if gpu is not None:
+            summary = summary.model_copy(update={"gpu": gpu.report()})
         if options.out_dir is not None:
             records = [r for result in results for r in result.records]
             write_reports(summary, records, options.out_dir, options.reports)
             _keep_logs(work, options.out_dir)
         return summary
     finally:
-        if scraper is not None:
-            scraper.stop()
+        for probe in (scraper, gpu):
+            if probe is not None:
+                probe.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -137,20 +146,32 @@ def check_target(config: LoadTestConfig) -> None:
 
 
 def pool_size(config: LoadTestConfig, plan: StagePlan, per_session: int) -> int:
-    """How many sessions to prepare for a stage (cycled if the run needs more)."""
+    """How many sessions to prepare for a stage (cycled if the run needs more; a replay's
+    are its requests)."""
+    load = plan.load
+    if isinstance(load, ReplayLoad):
+        return load.requests
     if config.prompt_pool is not None:
         return config.prompt_pool
     if config.max_requests is not None:
         return max(1, math.ceil(config.max_requests / per_session))
     assert config.duration_s is not None
-    load = plan.load
     if isinstance(load, OpenLoad):
         expected = (load.start_rate + load.end_rate) / 2 * config.duration_s
         return int(min(MAX_POOL, expected * 1.3 + 50))
     return int(min(MAX_POOL, max(64, load.users * config.duration_s * 2 / per_session)))
 
 
-def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -> StageResult:
+def check_replay(config: LoadTestConfig, plan: StagePlan) -> None:
+    """A replay's duration must hold its trace: the window is the trace's ``end``."""
+    load = plan.load
+    if isinstance(load, ReplayLoad) and config.duration_s is not None and config.duration_s <= load.span_s:
+        raise ConfigError(f"--duration {config.duration_s:g}s ends before the replay's last arrival at "
+                          f"{load.span_s:g} s: leave it out, or cut the trace with end=")  # fmt: skip
+
+
+def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options) -> StageResult:
+    check_replay(config, plan)
     folder = work / f"stage-{plan.index:02d}"
     folder.mkdir(parents=True)
     per_session = config.workload.requests_per_session
@@ -202,8 +223,11 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
                 break
     finally:
         code = processes.stop()  # also on Ctrl-C or an error here: never leave a generator process behind
-    if scraper is not None:
-        _scrape_when_settled(scraper)
+    # The client sees a stream's last byte slightly before the server counts it done, and
+    # an abandoned request runs on until the server notices: wait (bounded) for zero.
+    in_flight_after, settled_after = scraper.wait_settled(SETTLE_TIMEOUT_S) if scraper is not None else (None, None)
+    if gpu is not None:
+        gpu.sample_now()  # the measured window's end is covered
     final = statuses.final()
     first = statuses.first()
     if final is not None and final.error is not None:
@@ -247,7 +271,16 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
         max_error_rate=config.profile.max_error_rate,
         duration_s=config.duration_s,
         max_requests=config.max_requests,
+        gpu_samples=gpu.samples if gpu is not None else (),
+        gpu_source=",".join(gpu.sources) if gpu is not None else "",
     )
+    if in_flight_after is not None:
+        server = summary.server.model_copy(update={"in_flight_after": in_flight_after, "settled": in_flight_after == 0,
+                                                   "settled_after_s": settled_after})  # fmt: skip
+        summary = summary.model_copy(update={"server": server})
+        if in_flight_after:
+            warnings.append(f"stage {plan.index}: the server still counted {in_flight_after:g} request(s) in flight "
+                            f"{SETTLE_TIMEOUT_S:g} s after the stage's requests were over")  # fmt: skip
     if final is not None and final.session_wraps:
         warnings.append(
             f"stage {plan.index}: the prompt pool of {len(workload_plan.sessions)} sessions was reused "
@@ -256,20 +289,6 @@ def _run_stage(config, plan, work, tokenizer, scraper, started, view, options) -
     if final is not None and final.user_errors:
         warnings.append(f"stage {plan.index}: {final.user_errors} errors inside the Locust user (see generator.log)")
     return StageResult(summary, records, warnings)
-
-
-def _scrape_when_settled(scraper: MetricsScraper, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
-    """Scrape once the server has finished accounting for the stage's requests.
-
-    The client sees a stream's last byte slightly before the server counts its tokens, so
-    the closing scrape waits (bounded) until the server reports no request in flight.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        sample = scraper.scrape_now()
-        if sample is None or not sample.in_flight or time.monotonic() >= deadline:
-            return
-        time.sleep(0.1)
 
 
 def _latest_cpu(child: GeneratorProcess, statuses: StatusTail, since_unix: float) -> float | None:

@@ -11,6 +11,15 @@ from loadtest.analysis.server_metrics import ServerSample, extract_server_sample
 from loadtest.errors import ParseError
 
 
+def busy_requests(sample: ServerSample) -> float | None:
+    """Requests the server counts in flight (``None``: it exports no such gauge)."""
+    if sample.in_flight is not None:
+        return sample.in_flight
+    if sample.running is not None:
+        return sample.running + (sample.waiting or 0.0)
+    return None
+
+
 class MetricsScraper:
     """Scrapes ``url`` every ``interval_s`` on a background thread; ``scrape_now`` adds a
     sample synchronously (used at stage boundaries). A target without ``/metrics`` (404)
@@ -64,6 +73,22 @@ class MetricsScraper:
             self.ok += 1
             self.samples.append(sample)
             return sample
+
+    def wait_settled(self, timeout_s: float) -> tuple[float | None, float | None]:
+        """Scrape until the server counts no request in flight (its gateway's in-flight
+        gauge, else its engines' running plus waiting), at most ``timeout_s``: the count
+        at the last scrape and the seconds it took to reach zero (``None``: it did not, or
+        the server exports no such gauge)."""
+        start = time.monotonic()
+        while True:
+            sample = self.scrape_now()
+            busy = None if sample is None else busy_requests(sample)
+            waited = time.monotonic() - start
+            if busy is None or busy == 0:
+                return busy, (waited if busy == 0 else None)
+            if waited >= timeout_s:
+                return busy, None
+            time.sleep(0.1)
 
     def latest(self) -> ServerSample | None:
         return self.samples[-1] if self.samples else None

@@ -11,11 +11,12 @@ from loadtest.specs import build_from_spec
 from loadtest.workloads.base import Session, Turn, Workload, WorkloadContext, WorkloadPlan
 from loadtest.workloads.files import BundledPrompts, JsonlWorkload, bundled_sets
 from loadtest.workloads.synthetic import MultiTurnWorkload, RandomWorkload, SharedPrefixWorkload
+from loadtest.workloads.trace_prompts import TraceWorkload
 
-WORKLOAD_CLASSES = (RandomWorkload, SharedPrefixWorkload, MultiTurnWorkload, JsonlWorkload, BundledPrompts)
+WORKLOAD_CLASSES = (RandomWorkload, SharedPrefixWorkload, MultiTurnWorkload, JsonlWorkload, BundledPrompts, TraceWorkload)
 
 WorkloadConfig = Annotated[
-    Union[RandomWorkload, SharedPrefixWorkload, MultiTurnWorkload, JsonlWorkload, BundledPrompts],
+    Union[RandomWorkload, SharedPrefixWorkload, MultiTurnWorkload, JsonlWorkload, BundledPrompts, TraceWorkload],
     Field(discriminator="kind"),
 ]
 """Any registered workload (a discriminated union on ``kind``)."""
@@ -37,6 +38,7 @@ __all__ = [
     "MultiTurnWorkload",
     "RandomWorkload",
     "Session",
+    "TraceWorkload",
     "SharedPrefixWorkload",
     "Turn",
     "Workload",

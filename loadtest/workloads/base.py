@@ -12,23 +12,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from loadtest.workloads.tokens import TokenizerLike
 
 
 class Turn(BaseModel):
-    """One user message and the output length asked for it."""
+    """One user message and the output length asked for it. ``fanout`` > 1 makes the
+    turn an agent step: that many requests sent at once (the same history, each message
+    suffixed with its branch number), the next turn waiting for all of them."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     content: str
     max_tokens: int | None = Field(None, ge=1)
     expected_prompt_tokens: int | None = None
+    fanout: int = Field(1, ge=1, le=256)
 
 
 class Session(BaseModel):
-    """A conversation: turns sent in order, each after the previous answer arrived."""
+    """A conversation: turns sent in order, each after the previous answer arrived.
+    ``extra_body``: fields added to each of its request bodies (a JSONL line's own)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -36,6 +40,8 @@ class Session(BaseModel):
     turns: tuple[Turn, ...] = Field(min_length=1)
     system: int | None = None
     think_time_s: float = Field(0.0, ge=0.0)
+    turn_offset: int = Field(0, ge=0, description="the first turn's number (a replayed trace's later turns)")
+    extra_body: dict[str, JsonValue] | None = Field(None, description="request fields sent with every turn")
 
 
 class WorkloadPlan(BaseModel):

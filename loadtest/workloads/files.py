@@ -1,8 +1,13 @@
 """Prompt workloads from JSONL: a user's file, or the prompt sets bundled with loadtest.
 
 One JSON object per line: ``{"prompt": "..."}`` or ``{"turns": ["...", "..."]}``,
-optionally with ``"system"`` and ``"max_tokens"``. Lines are shuffled with the run's
-seed and cycled, so a run with the same seed sends the same prompts in the same order.
+optionally with ``"system"``, ``"max_tokens"``, ``"think_time_s"`` (between turns) and
+``"fanout"`` (an agent's parallel requests per turn: one number for the turns after the
+first, or one per turn). Any other field is a request field sent with every turn of the
+line as given (``tools``, ``response_format``, ``priority``, ``model`` for an adapter...);
+one the load tester sets itself (``messages``, ``stream``...) is refused, naming the line.
+Lines are shuffled with the run's seed and cycled, so a run with the same seed sends the
+same prompts in the same order.
 """
 
 from __future__ import annotations
@@ -13,29 +18,50 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from loadtest.client.body_fields import refused_fields
 from loadtest.errors import UnknownNameError, WorkloadError
 from loadtest.workloads.base import Session, Turn, WorkloadContext, WorkloadPlan
 
 
 class PromptLine(BaseModel):
-    """One line of a prompt file."""
+    """One line of a prompt file; fields it does not name are request fields (``extra``)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     prompt: str | None = None
     turns: tuple[str, ...] | None = None
     system: str | None = None
     max_tokens: int | None = Field(None, ge=1)
+    think_time_s: float = Field(0.0, ge=0.0)
+    fanout: int | tuple[int, ...] = 1
 
     @model_validator(mode="after")
     def _one_of(self) -> PromptLine:
         if (self.prompt is None) == (self.turns is None) or (self.turns is not None and not self.turns):
             raise ValueError('each line needs exactly one of "prompt" or a non-empty "turns"')
+        fanouts = self.fanouts
+        if len(fanouts) != len(self.messages) or min(fanouts) < 1 or max(fanouts) > 256:
+            raise ValueError(f"fanout must be a number within 1..256 or one per turn ({len(self.messages)})")
+        problems = refused_fields(self.extra, model_allowed=True)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property
     def messages(self) -> tuple[str, ...]:
         return (self.prompt,) if self.prompt is not None else self.turns  # type: ignore[return-value]
+
+    @property
+    def fanouts(self) -> tuple[int, ...]:
+        """Each turn's fan-out (a single number: every turn after the first)."""
+        if isinstance(self.fanout, tuple):
+            return self.fanout
+        return (1,) + (self.fanout,) * (len(self.messages) - 1)
+
+    @property
+    def extra(self) -> dict:
+        """The line's request fields (sent as given)."""
+        return dict(self.model_extra or {})
 
 
 def read_prompt_lines(text: str, source: str) -> list[PromptLine]:
@@ -47,7 +73,10 @@ def read_prompt_lines(text: str, source: str) -> list[PromptLine]:
         try:
             lines.append(PromptLine.model_validate_json(raw))
         except ValidationError as exc:
-            raise WorkloadError(f"{source}:{number}: {exc.errors()[0]['msg']}") from None
+            error = exc.errors()[0]
+            field = ".".join(str(p) for p in error["loc"])
+            message = error["msg"].removeprefix("Value error, ")
+            raise WorkloadError(f"{source}:{number}: {field + ': ' if field else ''}{message}") from None
     if not lines:
         raise WorkloadError(f"{source} holds no prompts")
     return lines
@@ -66,17 +95,21 @@ def plan_from_lines(lines: list[PromptLine], count: int, seed: int, default_max_
         system = None
         if line.system is not None:
             system = systems.setdefault(line.system, len(systems))
-        turns = tuple(Turn(content=m, max_tokens=line.max_tokens or default_max_tokens) for m in line.messages)
-        sessions.append(Session(id=i, turns=turns, system=system))
+        turns = tuple(Turn(content=m, max_tokens=line.max_tokens or default_max_tokens, fanout=f)
+                      for m, f in zip(line.messages, line.fanouts))
+        sessions.append(Session(id=i, turns=turns, system=system, think_time_s=line.think_time_s,
+                                extra_body=line.extra or None))
     return WorkloadPlan(systems=tuple(systems), sessions=tuple(sessions))
 
 
 class JsonlWorkload(BaseModel):
-    """Prompts from a JSONL file (``prompt`` or ``turns``, optional ``system``, ``max_tokens``)."""
+    """Prompts from a JSONL file (``prompt`` or ``turns``, optional ``system``, ``max_tokens``,
+    ``think_time_s``, ``fanout``; any other field is sent in the request body)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["jsonl"] = "jsonl"
+    positional: ClassVar[str] = "path"
     needs_tokenizer: ClassVar[bool] = False
     path: Path
     output_len: int = Field(128, ge=1)

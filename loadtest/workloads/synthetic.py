@@ -147,7 +147,8 @@ class SharedPrefixWorkload(_Synthetic):
 
 class MultiTurnWorkload(_Synthetic):
     """Conversations of ``turns`` user messages of ``input_len`` tokens; each turn resends
-    the whole history with the real previous answers, after ``think_time_s``."""
+    the whole history with the real previous answers, after ``think_time_s``; ``fanout``
+    > 1 makes every turn after the first an agent step of that many parallel requests."""
 
     kind: Literal["multi-turn"] = "multi-turn"
     turns: int = Field(4, ge=1, le=64)
@@ -155,10 +156,11 @@ class MultiTurnWorkload(_Synthetic):
     output_len: int = Field(64, ge=1)
     system_len: int = Field(0, ge=0)
     think_time_s: Seconds = Field(0.0, ge=0.0)
+    fanout: int = Field(1, ge=1, le=256)
 
     @property
     def requests_per_session(self) -> int:
-        return self.turns
+        return 1 + (self.turns - 1) * self.fanout
 
     def draw_lengths(self, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """The message and output lengths of every turn of ``count`` conversations, turn
@@ -181,9 +183,8 @@ class MultiTurnWorkload(_Synthetic):
             for j in range(self.turns):
                 k = i * self.turns + j
                 expected = int(inputs[k]) + self.system_len + overhead if j == 0 else None
-                turns.append(
-                    Turn(content=texts[k], max_tokens=int(outputs[k]), expected_prompt_tokens=expected)
-                )
+                turns.append(Turn(content=texts[k], max_tokens=int(outputs[k]), expected_prompt_tokens=expected,
+                                  fanout=self.fanout if j else 1))
             sessions.append(
                 Session(
                     id=i,

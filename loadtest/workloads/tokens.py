@@ -57,7 +57,7 @@ class PromptFactory:
     def __init__(self, tokenizer: TokenizerLike, seed: int) -> None:
         self.tokenizer = tokenizer
         self.rng = np.random.default_rng(seed)
-        self.words = list(_single_token_words(tokenizer))
+        self.words = list(single_token_words(tokenizer))
         if len(self.words) < 100:
             raise WorkloadError(
                 f"tokenizer has only {len(self.words)} single-token words; cannot build exact prompts"
@@ -91,7 +91,8 @@ class PromptFactory:
 
 
 @functools.lru_cache(maxsize=4)
-def _single_token_words(tokenizer: TokenizerLike) -> tuple[str, ...]:
+def single_token_words(tokenizer: TokenizerLike) -> tuple[str, ...]:
+    """The tokenizer's whole-word tokens (`` word``) that encode back to one token each."""
     size = len(tokenizer)
     decoded = tokenizer.batch_decode([[i] for i in range(size)])
     candidates = sorted({(" " + s.strip()) for s in decoded if _WORD.match(s)})

@@ -24,10 +24,20 @@ def test_split_spec():
     assert split_spec("x:max-concurrency=3") == ("x", {"max_concurrency": "3"})
 
 
-@pytest.mark.parametrize("text", ["", ":a=1", "x:1", "x:a=1,a=2", "x:=3"])
+@pytest.mark.parametrize("text", ["", ":a=1", "x:a=1,a=2", "x:=3"])
 def test_split_spec_errors(text):
     with pytest.raises(ConfigError):
         split_spec(text)
+
+
+def test_a_leading_value_is_the_positional_parameter_or_refused():
+    assert split_spec("replay:t.jsonl,speed=2") == ("replay", {"": "t.jsonl", "speed": "2"})
+    replay = parse_profile("replay:t.jsonl,speed=2")
+    assert str(replay.path) == "t.jsonl" and replay.speed == 2.0
+    with pytest.raises(ConfigError, match="without a key"):
+        parse_profile("poisson:4")
+    with pytest.raises(ConfigError, match="twice"):
+        parse_profile("replay:a.jsonl,path=b.jsonl")
 
 
 def test_unknown_profile_lists_valid_names():

@@ -95,3 +95,12 @@ def test_start_at_a_unix_time_sets_the_shared_zero():
     assert -5.5 < run.now() < -4.5  # before the zero the stage clock is negative
     clock.t += 5.0
     assert abs(run.now()) < 0.5
+
+
+def test_the_last_arrival_taken_is_remembered():
+    """Users that take every arrival at once (more users than arrivals) leave the stage
+    issuing nothing more; its drain must start at the last arrival, not now."""
+    run, _ = context(arrivals=[0.0, 5.0, 9.0], load_duration_s=20.0)
+    while run.take_arrival() is not None:
+        pass
+    assert not run.issuing() and run.last_arrival_s == 9.0

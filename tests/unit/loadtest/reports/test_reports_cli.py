@@ -13,7 +13,7 @@ from loadtest.analysis.slo import parse_slos
 from loadtest.analysis.summary import GeneratorReport, Summary, load_summary
 from loadtest.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from loadtest.config import LoadTestConfig
-from loadtest.errors import UnknownNameError
+from loadtest.errors import ExitCode, UnknownNameError
 from loadtest.profiles import parse_profile
 from loadtest.reports import write_reports
 from loadtest.reports.compare import compare_summaries
@@ -64,7 +64,8 @@ def make_summary(ttft=0.1, slos="ttft_p95=200ms", saturated=False):
 def test_every_report_is_written_and_readable(tmp_path):
     summary, records = make_summary(saturated=True)
     written = {p.name for p in write_reports(summary, records, tmp_path)}
-    assert written == {"summary.json", "records.jsonl", "requests.csv", "latency_cdf.png", "timeline.png", "report.md"}
+    assert written == {"summary.json", "records.jsonl", "requests.csv", "latency_cdf.png", "timeline.png", "report.md",
+                       "report.html"}
     assert load_summary(tmp_path) == summary
     rows = list(csv.DictReader((tmp_path / "requests.csv").open()))
     assert [r["phase"] for r in rows] == ["warmup", "measured", "measured", "measured"]
@@ -121,7 +122,7 @@ def test_selected_reports_and_unknown_format(tmp_path):
     written = {p.name for p in write_reports(summary, records, tmp_path, ["csv"])}
     assert written == {"summary.json", "records.jsonl", "requests.csv"}  # summary.json always
     with pytest.raises(UnknownNameError, match="markdown"):
-        write_reports(summary, records, tmp_path, ["html"])
+        write_reports(summary, records, tmp_path, ["pdf"])
 
 
 def test_compare_ratios():
@@ -139,7 +140,7 @@ def test_cli_usage_errors(capsys):
     assert "poisson" in capsys.readouterr().err
     assert main(["run", "--slo", "ttft_p42=1s", "--workload", "prompts"]) == EXIT_USAGE
     assert main(["run", "--warmup", "70s", "--workload", "prompts"]) == EXIT_USAGE
-    assert main(["run", "--reports", "html", "--workload", "prompts"]) == EXIT_USAGE
+    assert main(["run", "--reports", "pdf", "--workload", "prompts"]) == EXIT_USAGE
 
 
 def test_cli_unreachable_target(tmp_path):
@@ -205,3 +206,22 @@ def test_reports_show_validity_arrivals_and_intervals():
     console.print(summary_renderable(summary))
     shown = console.export_text()
     assert "SLO verdict: INVALID" in shown and "INVALID MEASUREMENT" in shown and "client concurrency cap 3" in shown
+
+
+def test_compare_many_runs_gates_regressions_beyond_the_noise(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    base = rng.gamma(16.0, 0.0125, size=2000)
+    runs = {"base": base, "same": rng.permutation(base), "slower": base * 1.10, "faster": base * 0.9}
+    for name, ttfts in runs.items():
+        write_reports(summary_of(ttfts), [], tmp_path / name, ["json"])
+    folders = [str(tmp_path / name) for name in runs]
+    assert main(["compare", *folders]) == EXIT_OK  # without the gate, a table only
+    out = capsys.readouterr().out
+    assert "regression" in out and "slower: TTFT p50" in out and "faster: TTFT p50" not in out
+    assert main(["compare", *folders, "--fail-on-regression"]) == ExitCode.REGRESSION == 7
+    # the same data shuffled is no regression; a faster run is none either
+    assert main(["compare", folders[0], folders[1], folders[3], "--fail-on-regression"]) == EXIT_OK
+    # the gate looks only at the figures named
+    assert main(["compare", *folders, "--fail-on-regression", "--figures", "output tok/s"]) == EXIT_OK
+    assert main(["compare", *folders, "--figures", "TTFT p42"]) == EXIT_USAGE
+    assert main(["compare", folders[0]]) == EXIT_USAGE

@@ -1,0 +1,91 @@
+"""Replaying a public trace excerpt at real speed against a server of known timing.
+
+Starts ``benchmarks.timed_server`` (first token ``--ttft`` after receipt, then one every
+``--itl``) and replays ``loadtest/data/traces/mooncake-conversation-400.jsonl`` (400
+requests of Kimi's conversation service over 141 s, sessions inferred from the block
+hashes) with ``--profile replay:...`` for each generator in ``--workers``, then prints
+what the goal asks: every request sent, the arrival lateness (p50, p99, max: how late
+each request left against its recorded time), and the figures by turn and session.
+Figures are printed and written to ``results/trace_replay/results.json``, never asserted.
+As root the script re-runs itself in a loopback-only network namespace.
+
+    .venv/bin/python -m benchmarks.trace_replay [--workers 1,2] [--speed 1] [--end 141]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+from benchmarks.timed_server import start_in_child
+from loadtest import RunOptions, parse_profile, run_load_test
+from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
+from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE = REPO / "loadtest" / "data" / "traces" / "mooncake-conversation-400.jsonl"
+TOKENIZER = REPO / "tests" / "fixtures" / "tiny-tokenizer"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:.1f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--speed", type=float, default=1.0)
+    parser.add_argument("--end", type=float, default=None, help="replay the trace up to this second")
+    parser.add_argument("--ttft", type=float, default=0.05)
+    parser.add_argument("--itl", type=float, default=0.005, help="short: 400 answers of ~400 tokens in 141 s")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "trace_replay")
+    args = parser.parse_args()
+    if os.geteuid() == 0 and not in_loopback_netns():
+        reexec_in_loopback_netns(python_argv("benchmarks.trace_replay", sys.argv[1:]))
+    args.out.mkdir(parents=True, exist_ok=True)
+    server, url = start_in_child(port=free_port(), ttft_s=args.ttft, itl_s=args.itl, model="timed",
+                                 log=args.out / "timed_server.log")  # fmt: skip
+    end = "" if args.end is None else f",end={args.end:g}"
+    results = {}
+    try:
+        for workers in (int(w) for w in args.workers.split(",")):
+            profile = parse_profile(f"replay:{TRACE},sessions=prefix,speed={args.speed:g}{end},max_concurrency=512")
+            config = LoadTestConfig(target=TargetConfig(url=url, model="timed", scrape_interval_s=1.0),
+                                    profile=profile, duration_s=profile.plan().span_s + 1.0, tokenizer=TOKENIZER,
+                                    generator=GeneratorConfig(workers=workers))  # fmt: skip
+            stage = run_load_test(config, RunOptions(out_dir=args.out / f"w{workers}")).headline
+            a, s = stage.arrivals, stage.sessions
+            print(f"\n{'1 process' if workers == 1 else f'{workers} workers + master'}: {stage.label}")
+            print(f"  requests: {a.due} due, {a.scheduled} sent, {a.dropped} dropped, {stage.requests.ok} ok, "
+                  f"{stage.requests.failed} failed")
+            print(f"  arrival lateness: p99 {ms(a.lag_p99_s)} ms, max {ms(a.lag_max_s)} ms; "
+                  f"{a.late} over {a.late_threshold_s * 1e3:.0f} ms; generator loop lag p99 "
+                  f"{ms(stage.generator.loop_lag_p99_s)} ms, CPU p90 {stage.generator.cpu_percent_p90 or 0:.0f}%")
+            if s is not None:
+                print(f"  sessions: {s.sessions} ({s.complete} complete), time p50 {s.duration.p50:.2f} s, "
+                      f"p95 {s.duration.p95:.2f} s; think time p50 {s.think.p50 or 0:.1f} s")
+                for t in s.by_turn:
+                    print(f"  turn {t.turn + 1}{'+' if t.pooled else ''}: {t.requests} requests, TTFT p50 "
+                          f"{ms(t.ttft.p50)} ms p95 {ms(t.ttft.p95)} ms, E2E p50 {ms(t.e2e.p50)} ms")
+            results[workers] = json.loads(stage.model_dump_json(include={"arrivals", "requests", "sessions",
+                                                                          "generator"}))  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    print(f"\nfigures written to {args.out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
