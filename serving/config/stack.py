@@ -43,11 +43,11 @@ class RoutingSpec(Strict):
     )
     session_header: str = "x-session-id"
     load_bound: float = Field(
-        1.5, ge=1.0, description="cache-aware: a replica takes a request only while its requests in flight "
+        2.0, ge=1.0, description="cache-aware: a replica takes a request only while its requests in flight "
         "stay within this factor of the mean (bounded load: a hot prefix spills instead of queueing)"
     )
     miss_weight: float = Field(
-        2.0, ge=1.0, description="cache-aware: what a prompt token the chosen replica must compute costs, "
+        3.0, ge=1.0, description="cache-aware: what a prompt token the chosen replica must compute costs, "
         "against one already queued for prefill there (above 1: a miss also takes GPU time from others)"
     )
     queue_weight: float = Field(

@@ -15,9 +15,8 @@ For each request, over the live replicas:
    mostly this queue plus the request's own uncached tokens; the count of requests
    in flight says little (most of them are decoding), and routing a burst by that
    count was measured to pile its prefills on one replica (docs/serving.md).
-3. **Bounded load**: a replica is eligible only if one more request keeps its load
-   within ``load_bound`` x the mean load after this request (the least loaded always
-   is), so a hot prefix spills to more replicas (which then cache it too) instead of
+3. **Bounded load**: a replica is eligible only while its load is within
+   ``load_bound`` x the mean load after this request (the least loaded always is), so a hot prefix spills to more replicas (which then cache it too) instead of
    queueing on one.
 4. **The cost**, in prompt tokens: tokens yet to prefill there, plus ``miss_weight`` x
    the prompt's uncached tokens there (above 1: computing them also takes GPU time
@@ -61,7 +60,7 @@ class CacheAwarePolicy(RoutingPolicy):
 
     name = RoutingPolicyName.CACHE_AWARE
 
-    def __init__(self, *, block_tokens: int, load_bound: float = 1.5, miss_weight: float = 2.0,
+    def __init__(self, *, block_tokens: int, load_bound: float = 2.0, miss_weight: float = 3.0,
                  queue_weight: float = 0.1, max_blocks: int = 65_536, rng: random.Random | None = None) -> None:
         if block_tokens < 1:
             raise ValueError(f"block_tokens must be >= 1, got {block_tokens}")
@@ -96,8 +95,8 @@ class CacheAwarePolicy(RoutingPolicy):
         hashes = block_hashes(request.prompt_token_ids, self.block_tokens)
         held = {r.replica_id: self._held(r, hashes) for r in replicas}
         lowest = min(r.load for r in replicas)
-        # Within the bound after this request: load + 1 <= bound x (total + 1) / n.
-        bound = max(self.load_bound * (sum(r.load for r in replicas) + 1) / len(replicas), lowest + 1)
+        # Eligible: load <= bound x the mean load after this request (the lightest always is).
+        bound = max(self.load_bound * (sum(r.load for r in replicas) + 1) / len(replicas), lowest)
         queue_cost = self.queue_weight * self._mean_prompt
         block = self.block_tokens
 
@@ -106,7 +105,7 @@ class CacheAwarePolicy(RoutingPolicy):
                     + queue_cost * (r.load - lowest), self._last_chosen.get(r.replica_id, -1))
 
         shuffled = self._rng.sample(list(replicas), len(replicas))  # equal costs and recency: at random
-        best = min((r for r in shuffled if r.load + 1 <= bound + 1e-9), key=cost)
+        best = min((r for r in shuffled if r.load <= bound + 1e-9), key=cost)
         most = max(held.values())
         if most == 0:
             decision = RoutingDecision.CACHE_MISS

@@ -20,24 +20,45 @@ EXCERPT = REPO / "loadtest" / "data" / "traces" / "mooncake-conversation-400.jso
 BLOCK_BASE = 1_000_000_000  # block h's ids: BLOCK_BASE + h x block size ... (never a fresh id)
 
 
-def plan_requests(plan: ReplayPlan, name: str) -> RequestSet:
-    """A replay plan's requests with token ids shared exactly as their block hashes are."""
+def plan_requests(plan: ReplayPlan, name: str, *, copies: int = 1, common_share: float = 0.1) -> RequestSet:
+    """A replay plan's requests with token ids shared exactly as their block hashes are.
+
+    ``copies`` > 1 tiles the trace for a larger cluster: copy ``j`` is the same requests
+    with blocks of their own (but for those held by at least ``common_share`` of the
+    requests, such as a common system prompt, which stay shared) and its own sessions,
+    its arrivals shifted by ``j / copies`` of the trace's span, all merged in time order.
+    """
     if plan.block_size is None:
         raise ValueError(f"trace {plan.source} has no block hashes")
+    if copies < 1:
+        raise ValueError(f"copies must be >= 1, got {copies}")
     size = plan.block_size
+    counts: dict[int, int] = {}
+    for r in plan.requests:
+        for h in r.hash_ids:
+            counts[h] = counts.get(h, 0) + 1
+    common = {h for h, n in counts.items() if n >= common_share * len(plan.requests)}
+    stride = max(counts, default=0) + 1
     fresh = FreshIds()
     out = []
-    for t, r in zip(plan.arrivals.tolist(), plan.requests):
-        ids: list[int] = []
-        for h in r.hash_ids:
-            ids.extend(range(BLOCK_BASE + h * size, BLOCK_BASE + (h + 1) * size))
-        if len(ids) < r.input_tokens:
-            ids.extend(fresh.take(r.input_tokens - len(ids)))
-        out.append(TimedRequest(t, tuple(ids[:r.input_tokens]), r.output_tokens, r.session, r.turn))
-    return RequestSet(name, tuple(out), f"{plan.source} ({len(out)} requests, {plan.sessions} sessions)")
+    for j in range(copies):
+        shift = j * plan.span_s / copies
+        for t, r in zip(plan.arrivals.tolist(), plan.requests):
+            ids: list[int] = []
+            for h in r.hash_ids:
+                b = h if h in common else h + j * stride
+                ids.extend(range(BLOCK_BASE + b * size, BLOCK_BASE + (b + 1) * size))
+            if len(ids) < r.input_tokens:
+                ids.extend(fresh.take(r.input_tokens - len(ids)))
+            out.append(TimedRequest(t + shift, tuple(ids[:r.input_tokens]), r.output_tokens,
+                                    r.session + j * plan.sessions, r.turn))
+    out.sort(key=lambda r: r.t_s)
+    tiled = f", tiled x{copies} (blocks shared by >= {common_share:.0%} of requests stay shared)" if copies > 1 else ""
+    return RequestSet(name, tuple(out), f"{plan.source} ({len(plan.requests)} requests, {plan.sessions} "
+                      f"sessions{tiled})")
 
 
-def mooncake_requests(path: Path = EXCERPT, *, speed: float = 1.0) -> RequestSet:
+def mooncake_requests(path: Path = EXCERPT, *, speed: float = 1.0, copies: int = 1) -> RequestSet:
     """The trace at ``path`` (default: the bundled excerpt), sessions inferred from prefixes."""
     plan = replay_plan(TraceSelection(path=path, sessions=SessionSource.PREFIX), speed)
-    return plan_requests(plan, "mooncake")
+    return plan_requests(plan, "mooncake" if copies == 1 else f"mooncake x{copies}", copies=copies)
