@@ -125,6 +125,10 @@ class EngineSettings(Strict):
     stream_interval: int = Field(
         1, ge=1, description="tokens per streamed chunk; >1 cuts per-chunk overhead, coarser streams"
     )
+    kv_cache_events: bool = Field(
+        False, description="publish vLLM's KV cache events (ZMQ on the node's address) so the cache-aware "
+        "router follows what this engine caches"
+    )
 
 
 class ModelSpec(Strict):

@@ -70,6 +70,11 @@ class AutoscalingSpec(Strict):
     downscale_delay_s: float = Field(30.0, ge=0)
     look_back_period_s: float = Field(5.0, gt=0)
     metrics_interval_s: float = Field(1.0, gt=0)
+    trend_horizon_s: float = Field(
+        0.0, ge=0, description="size for the queue depth this far ahead along its trend (about the replica "
+        "start time plus the upscale delay); 0 = the current queue depth only"
+    )
+    trend_window_s: float = Field(120.0, gt=0, description="the trend is fitted over this much of the past")
 
     @model_validator(mode="after")
     def _bounds(self) -> "AutoscalingSpec":

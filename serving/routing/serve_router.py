@@ -39,10 +39,11 @@ from prometheus_client.registry import CollectorRegistry
 from ray.serve.config import RequestRouterConfig
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
-from serving.config.stack import RoutingSpec
+from serving.config.stack import RoutingPolicyName, RoutingSpec
 from serving.engine.protocol import GenerationRequest
 from serving.errors import ServeoutError
 from serving.routing.core import Candidate, RouteTicket, RoutingCore
+from serving.routing.kv_event_feed import KvEventFeed
 from serving.routing.metrics import RouterMetrics, routing_collector
 from serving.routing.policy import RoutingRequest, engine_stats_from_routing_stats
 from serving.routing.registry import build_policy, parse_routing_spec
@@ -86,6 +87,7 @@ class ServeoutRequestRouter(RequestRouter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._core: RoutingCore | None = None
+        self._kv_events: KvEventFeed | None = None
 
     def initialize_state(
         self,
@@ -102,7 +104,10 @@ class ServeoutRequestRouter(RequestRouter):
         routing_spec = parse_routing_spec(spec) if spec is not None else RoutingSpec()
         metrics = RouterMetrics(deployment_label or self._deployment_id.name, engine_view=engine_view)
         routing_collector(registry).attach(metrics)
-        self._core = RoutingCore(build_policy(routing_spec), metrics)
+        if routing_spec.policy is RoutingPolicyName.CACHE_AWARE:  # it reads the engines' KV cache events
+            self._kv_events = KvEventFeed(routing_spec.prefix_block_tokens)
+        self._core = RoutingCore(build_policy(routing_spec), metrics,
+                                 cache_views=self._kv_events.view if self._kv_events is not None else None)
         log.info("routing %s with %s", metrics.deployment, routing_spec.policy)
         if self._replicas_list:
             self._sync_core(self._replicas_list)
@@ -125,9 +130,10 @@ class ServeoutRequestRouter(RequestRouter):
             self._sync_core(self._replicas_list)
 
     def _sync_core(self, replicas: list[RunningReplica]) -> None:
-        self.routing.update_replicas(
-            {r.replica_id.unique_id: engine_stats_from_routing_stats(r.routing_stats) for r in replicas}
-        )
+        stats = {r.replica_id.unique_id: engine_stats_from_routing_stats(r.routing_stats) for r in replicas}
+        self.routing.update_replicas(stats)
+        if self._kv_events is not None:
+            self._kv_events.follow({rid: s.kv_events_endpoint if s is not None else None for rid, s in stats.items()})
 
     async def choose_replicas(
         self,
