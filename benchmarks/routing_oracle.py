@@ -87,7 +87,7 @@ CLUSTERS = {
 
 
 def workload(name: str, cluster: Cluster, tokenizer, *, quick: bool) -> RequestSet:
-    minutes = 3.0 if quick else 10.0
+    minutes = 2.0 if quick else 6.0
     if name == "mooncake":
         speed, copies = cluster.mooncake
         return mooncake_requests(speed=speed, copies=copies)
@@ -277,7 +277,7 @@ def main() -> None:
     parser.add_argument("--clusters", type=lambda s: s.split(","), default=list(CLUSTERS))
     parser.add_argument("--workloads", type=lambda s: s.split(","), default=["mooncake", "chat", "rag"])
     parser.add_argument("--policies", type=lambda s: s.split(","), default=list(POLICIES))
-    parser.add_argument("--quick", action="store_true", help="3-minute generated workloads instead of 10")
+    parser.add_argument("--quick", action="store_true", help="2-minute generated workloads instead of 6")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--day-duration", default="24h", help="the day's length in simulated time (1h: 24x compressed)")
     parser.add_argument("--targets", type=_floats, default=[128.0, 64.0, 48.0], help="queue-depth targets")

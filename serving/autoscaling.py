@@ -90,10 +90,8 @@ def autoscaling_config(spec: AutoscalingSpec) -> AutoscalingConfig:
 
 def _policy(spec: AutoscalingSpec, policy_class):
     """The queue-depth policy, or its trend variant when ``trend_horizon_s`` is set."""
-    if spec.trend_horizon_s > 0:
-        from serving.autoscaling_trend import TrendPolicy
-
-        return policy_class(policy_function=TrendPolicy, policy_kwargs={
+    if spec.trend_horizon_s > 0:  # an import path: serving.autoscaling_trend imports this module
+        return policy_class(policy_function="serving.autoscaling_trend:TrendPolicy", policy_kwargs={
             "target_queue_per_replica": spec.target_queue_per_replica,
             "trend_window_s": spec.trend_window_s, "trend_horizon_s": spec.trend_horizon_s})
     return policy_class(policy_function=QueueDepthPolicy,

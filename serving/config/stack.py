@@ -51,7 +51,7 @@ class RoutingSpec(Strict):
         "against one already queued for prefill there (above 1: a miss also takes GPU time from others)"
     )
     queue_weight: float = Field(
-        0.1, ge=0.0, description="cache-aware: cost of one more request in flight on a replica, in mean "
+        0.3, ge=0.0, description="cache-aware: cost of one more request in flight on a replica, in mean "
         "prompt lengths (decoding requests slow its steps a little)"
     )
     stats_period_s: float = Field(1.0, gt=0, description="replica stats refresh period")

@@ -61,7 +61,7 @@ class CacheAwarePolicy(RoutingPolicy):
     name = RoutingPolicyName.CACHE_AWARE
 
     def __init__(self, *, block_tokens: int, load_bound: float = 2.0, miss_weight: float = 3.0,
-                 queue_weight: float = 0.1, max_blocks: int = 65_536, rng: random.Random | None = None) -> None:
+                 queue_weight: float = 0.3, max_blocks: int = 65_536, rng: random.Random | None = None) -> None:
         if block_tokens < 1:
             raise ValueError(f"block_tokens must be >= 1, got {block_tokens}")
         if load_bound < 1.0 or miss_weight < 1.0 or queue_weight < 0:

@@ -55,6 +55,6 @@ def test_the_horizon_selects_the_trend_policy_in_serve_and_in_the_manifests():
     plain = AutoscalingSpec(enabled=True, max_replicas=4)
     trend = plain.model_copy(update={"trend_horizon_s": 200.0})
     assert autoscaling_config(plain).policy.policy_function.endswith("QueueDepthPolicy")
-    assert autoscaling_config(trend).policy.policy_function.endswith("TrendPolicy")
+    assert autoscaling_config(trend).policy.policy_function == "serving.autoscaling_trend:TrendPolicy"
     assert _policy(trend)["policy_function"] == TREND_POLICY
     assert _policy(trend)["policy_kwargs"]["trend_horizon_s"] == 200.0

@@ -4,7 +4,7 @@ a conversation's next prompt extends the last one, RAG prompts share their docum
 import pytest
 
 from serving.routing.prefix_index import block_hashes
-from simulator.traffic import WordTokenizer
+from tests.unit.simulator.fakes import FakeCharTokenizer
 from simulator.workloads.conversations import ConversationMix, conversation_requests
 from simulator.workloads.mooncake import mooncake_requests
 from simulator.workloads.rag import RagMix, rag_requests
@@ -41,7 +41,7 @@ def test_a_tiled_trace_keeps_its_common_blocks_shared_and_the_rest_apart():
 
 
 def test_a_conversation_resends_its_whole_history():
-    requests = conversation_requests(ConversationMix(sessions=20, seed=3), WordTokenizer())
+    requests = conversation_requests(ConversationMix(sessions=20, seed=3), FakeCharTokenizer())
     by_session: dict[int, list[TimedRequest]] = {}
     for r in requests.requests:
         by_session.setdefault(r.session, []).append(r)
@@ -54,7 +54,7 @@ def test_a_conversation_resends_its_whole_history():
 
 
 def test_rag_prompts_about_one_document_share_it_and_the_system_prompt():
-    requests = rag_requests(RagMix(requests=200, documents=5, document_tokens=(300, 300), seed=1), WordTokenizer())
+    requests = rag_requests(RagMix(requests=200, documents=5, document_tokens=(300, 300), seed=1), FakeCharTokenizer())
     hashes = [block_hashes(r.prompt, 64) for r in requests.requests]
     deep = sum(1 for i in range(1, len(hashes)) if any(shared_prefix(hashes[i], h) >= 4 for h in hashes[:i]))
     assert deep > 150  # 5 documents: nearly every request finds its document already asked about

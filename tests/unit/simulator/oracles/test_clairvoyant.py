@@ -18,12 +18,12 @@ def load_config(*args: str):
 
 
 def test_the_plan_starts_replicas_a_start_time_before_the_load_and_drops_them_after():
-    # 1 req/s for 100 s, then 10 req/s for 100 s, then 1 req/s; capacity 2 req/s per replica.
+    # 1 req/s for 100 s, then 10 req/s for 100 s, then 1 req/s; capacity 2.2 req/s per replica.
     arrivals = np.concatenate([np.arange(0, 100, 1.0), np.arange(100, 200, 0.1), np.arange(200, 300, 1.0)])
-    plan = clairvoyant_plan(arrivals, capacity_rps=2.0, start_s=30.0, tick_s=1.0, duration_s=300.0,
+    plan = clairvoyant_plan(arrivals, capacity_rps=2.2, start_s=30.0, tick_s=1.0, duration_s=300.0,
                             min_replicas=1, max_replicas=8, window_s=10.0)
     assert plan.at(50.0) == 1
-    assert plan.at(70.0) == 5  # 25 s before the step: 10 req/s needs 5, started in time
+    assert plan.at(80.0) == 5  # 20 s before the step (start 30 s): 10 req/s needs 5, started in time
     assert plan.at(150.0) == 5
     assert plan.at(240.0) == 1  # the step is over: no hold-back
 
