@@ -17,7 +17,7 @@ LIMIT = BASE["gateway"]["max_in_flight"]
 
 async def one(client: httpx.AsyncClient, url: str, i: int) -> tuple[int, httpx.Headers, str]:
     body = {"model": MODEL, "messages": [{"role": "user", "content": f"Say a number: {i}"}],
-            "max_tokens": 24, "ignore_eos": True, "stream": True}
+            "max_tokens": 64, "ignore_eos": True, "stream": True}  # all still running when the last arrives
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
         text = "".join([line async for line in response.aiter_lines()])
         return response.status_code, response.headers, text
@@ -37,7 +37,9 @@ def test_overload_is_refused_cleanly_and_admitted_work_completes(base_stack):
     refused = [(h, t) for s, h, t in results if s == 429]
     admitted = [t for s, _, t in results if s == 200]
     assert refused, "no request was refused at 4x the admission limit"
-    assert len(admitted) >= LIMIT // 2
+    # Never more than the bound at once (none of them ends before the burst is in), and
+    # both replicas admitted their share (each holds half of it).
+    assert LIMIT * 3 // 4 <= len(admitted) <= LIMIT, (len(admitted), LIMIT)
     for headers, text in refused:
         assert int(headers["retry-after"]) >= 1
         assert '"type":"rate_limit_error"' in text.replace(" ", "")
