@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-num-seqs", type=int, default=None, help="engine max_num_seqs (default: the spec's)")
     run.add_argument("--replica-start", type=float, default=None, metavar="SECONDS",
                      help="a new replica's start time (default: the hardware profile's)")
+    run.add_argument("--quantization", choices=["fp8"], default=None, help="fp8 weights (default: the spec's dtype)")
+    run.add_argument("--kv-cache-dtype", choices=["auto", "fp8"], default="auto",
+                     help="KV cache element type (default: %(default)s, the model's dtype)")
     run.add_argument("--session-header", action="store_true",
                      help="requests carry their session id (for the session policy)")
     run.add_argument("--models-dir", type=Path, default=REPO / "models")
@@ -123,6 +126,7 @@ def simulation_config(args: argparse.Namespace) -> SimulationConfig:
             hardware=args.hardware, model=args.model, replicas=args.replicas, tensor_parallel=args.tensor_parallel,
             routing=RoutingSpec(policy=policy), autoscaling=autoscaling, engine=engine,
             replica_start_s=args.replica_start, send_session_id=args.session_header, models_dir=args.models_dir,
+            quantization=getattr(args, "quantization", None), kv_cache_dtype=getattr(args, "kv_cache_dtype", "auto"),
             **extra)
     except ServingConfigError as exc:
         raise SimulationConfigError(str(exc)) from None
@@ -183,6 +187,8 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
                       f"{measured * 1e3:.2f}", f"{fitted * 1e3:.2f}", f"{error:+.1f}%")
     console.print(table)
     for name, figure in fit.profile.efficiency:
+        if figure is None:
+            continue
         console.print(f"{name}: {figure.value:.4g}{'' if not figure.assumed else ' (assumed, not fitted)'}")
     console.print(f"MAPE {fit.mape:.1f}% over {len(fit.step_s)} steps; fitted profile: {args.out}")
     return ExitCode.OK

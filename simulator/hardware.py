@@ -39,12 +39,30 @@ class HardwareKind(enum.StrEnum):
 class Efficiencies(_Strict):
     """The fitted constants of the step-time model (docs/simulator.md, "Step time")."""
 
-    memory: Figure = Field(description="share of memory bandwidth reached")
-    compute: Figure = Field(description="share of peak FLOP/s reached")
+    memory: Figure = Field(description="share of memory bandwidth the weights' GEMMs reach")
+    compute: Figure = Field(description="share of peak FLOP/s the GEMMs reach")
+    kv_memory: Figure | None = Field(
+        None, description="share of memory bandwidth attention's KV reads reach; none: as `memory`")
+    attention: Figure | None = Field(
+        None, description="share of peak FLOP/s attention reaches; none: as `compute`")
     network: Figure = Field(description="share of interconnect bandwidth reached by all-reduces")
-    allreduce_latency_us: Figure = Field(description="fixed cost of one all-reduce")
+    allreduce_latency_us: Figure = Field(description="fixed cost of one all-reduce (at 2 ranks)")
+    allreduce_latency_per_rank_us: Figure | None = Field(
+        None, description="what each rank past 2 adds to an all-reduce's fixed cost; none: 0")
     step_overhead_ms: Figure = Field(description="fixed cost of one engine step")
     seq_overhead_us: Figure = Field(description="cost per scheduled sequence per step")
+
+    @property
+    def kv_memory_share(self) -> float:
+        return (self.kv_memory or self.memory).value
+
+    @property
+    def attention_share(self) -> float:
+        return (self.attention or self.compute).value
+
+    @property
+    def allreduce_rank_us(self) -> float:
+        return self.allreduce_latency_per_rank_us.value if self.allreduce_latency_per_rank_us else 0.0
 
 
 class EngineDefaults(_Strict):
@@ -66,6 +84,9 @@ class HardwareProfile(_Strict):
     peak_tflops: dict[str, Figure] = Field(description="dense peak by dtype name")
     interconnect_gbps: Figure = Field(description="between TP ranks, both directions together")
     replica_start_s: Figure = Field(description="a new replica's time to ready (weights, warm-up)")
+    reserved_gb: Figure | None = Field(
+        None, description="GPU: memory per rank held besides weights and KV cache (activations, CUDA graphs, "
+                          "communication buffers); none: 0")
     serving_path_ms: Figure | None = Field(
         None, description="what the serving path (HTTP proxy, gateway, Ray hops) adds to a request's first "
                           "token and end, on this hardware's hosts; none: 0")
@@ -109,6 +130,10 @@ class HardwareProfile(_Strict):
     @property
     def step_noise(self) -> float:
         return self.in_stack_noise.value if self.in_stack_noise else 0.0
+
+    @property
+    def reserved_bytes(self) -> float:
+        return self.reserved_gb.value * 1e9 if self.reserved_gb else 0.0
 
     @property
     def serving_path_s(self) -> float:
