@@ -194,11 +194,10 @@ def fitted_efficiencies(coefficients: np.ndarray, prior: Efficiencies, source: s
     """The coefficients as an :class:`Efficiencies` (fitted ones cite ``source``)."""
     values = [1 / c if c else 0.0 for c in coefficients[:SHARES]] + [
         c * unit for c, unit in zip(coefficients[SHARES:], UNITS)]
-    old = [getattr(prior, name) for name in Efficiencies.model_fields]
-    return Efficiencies(**{
-        name: Figure(value=float(v), source=source, assumed=False) if i in fitted else o
-        for i, (name, v, o) in enumerate(zip(Efficiencies.model_fields, values, old))
-    })
+    names = [n for n in Efficiencies.model_fields if n not in ("fp8_memory", "kv_heads_half")]  # one per coefficient
+    return prior.model_copy(update={
+        name: Figure(value=float(v), source=source, assumed=False)
+        for i, (name, v) in enumerate(zip(names, values)) if i in fitted})
 
 
 def write_profile(profile: HardwareProfile, path: Path) -> None:

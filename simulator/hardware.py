@@ -43,8 +43,14 @@ class Efficiencies(_Strict):
     compute: Figure = Field(description="share of peak FLOP/s the GEMMs reach")
     kv_memory: Figure | None = Field(
         None, description="share of memory bandwidth attention's KV reads reach; none: as `memory`")
+    kv_heads_half: Figure | None = Field(
+        None, description="KV heads per rank at which attention's KV reads reach half of `kv_memory` (a rank "
+                          "with few heads leaves the GPU's SMs idle); none: 0, every rank reaches the share")
     attention: Figure | None = Field(
         None, description="share of peak FLOP/s attention reaches; none: as `compute`")
+    fp8_memory: Figure | None = Field(
+        None, description="share of memory bandwidth fp8 weights' GEMMs reach (dynamic activation "
+                          "quantisation, scaled GEMMs); none: as `memory`")
     network: Figure = Field(description="share of interconnect bandwidth reached by all-reduces")
     allreduce_latency_us: Figure = Field(description="fixed cost of one all-reduce (at 2 ranks)")
     allreduce_latency_per_rank_us: Figure | None = Field(
@@ -55,6 +61,14 @@ class Efficiencies(_Strict):
     @property
     def kv_memory_share(self) -> float:
         return (self.kv_memory or self.memory).value
+
+    @property
+    def kv_heads_half_value(self) -> float:
+        return self.kv_heads_half.value if self.kv_heads_half else 0.0
+
+    @property
+    def fp8_memory_share(self) -> float:
+        return (self.fp8_memory or self.memory).value
 
     @property
     def attention_share(self) -> float:

@@ -82,6 +82,7 @@ class StepTimeModel:
         kv = 1 if kv_cache_dtype == "fp8" else act
         tp = tensor_parallel
         heads_per_rank = max(arch.num_key_value_heads / tp, 1.0)  # KV heads are replicated past tp
+        self.kv_heads_per_rank = heads_per_rank
         self.kv_bytes_per_token = 2 * arch.num_hidden_layers * heads_per_rank * arch.resolved_head_dim * kv
         layers = arch.num_hidden_layers * arch.layer_parameters
         embeddings = arch.vocab_size * arch.hidden_size
@@ -106,7 +107,7 @@ class StepTimeModel:
         self._weights_s = self.weight_read_bytes * self._per_byte
         compute, fixed = slowdown  # inside the stack (CPU profiles): x the bytes/FLOP terms, x the fixed costs
         self.coefficients = np.array([
-            compute / eff.memory.value, compute / eff.compute.value, compute / eff.kv_memory_share,
+            compute / (eff.fp8_memory_share if quantization == "fp8" else eff.memory.value), compute / eff.compute.value, compute / eff.kv_memory_share * (1 + eff.kv_heads_half_value / heads_per_rank),
             compute / eff.attention_share, compute / eff.network.value if eff.network.value else 0.0,
             fixed * eff.allreduce_latency_us.value * 1e-6, fixed * eff.allreduce_rank_us * 1e-6,
             fixed * eff.step_overhead_ms.value * 1e-3, fixed * eff.seq_overhead_us.value * 1e-6 + seq_s,
