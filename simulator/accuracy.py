@@ -5,18 +5,20 @@ carries (pure but for :func:`load_bands` and :func:`write_bands`).
 --write`` (GPU profiles: published vLLM measurements, validation points only) and read by
 ``simulator run``, ``sweep run --simulate`` and ``sweep plan``: they print, e.g.,
 "SIMULATED, +-6% on 58 published points (h100)" and flag an answer whose SLO margin is
-inside the band (:func:`margin_flag`). A profile without a band says so ("error not
+inside the band (:func:`margin_flags`, :func:`capacity_flag`). A profile without a band says so ("error not
 measured").
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from loadtest.analysis.slo import SHARES
 from simulator.errors import SimulationConfigError
 
 ACCURACY_FILE = Path(__file__).resolve().parent / "hardware" / "accuracy.yaml"
@@ -78,14 +80,31 @@ def simulated_label(hardware: str, band: AccuracyBand | None) -> str:
     return f"SIMULATED on {hardware}, {band.describe()}"
 
 
-def margin_flag(measured: float, limit: float, band: AccuracyBand | None) -> str | None:
-    """A warning when ``measured`` (a latency figure whose SLO is ``limit``, lower is
-    better) is within the band of the limit: the verdict could go either way."""
-    if band is None or limit <= 0:
-        return None
-    margin = (limit - measured) / limit * 100
-    if abs(margin) <= band.band_pct:
+def margin_flags(verdicts: Iterable, band: AccuracyBand | None) -> list[str]:
+    """One warning per latency or throughput objective (a
+    :class:`loadtest.analysis.slo.ObjectiveResult`) whose margin to its threshold is
+    inside the band: within the simulator's error the verdict could go either way."""
+    if band is None:
+        return []
+    flags = []
+    for verdict in verdicts:
+        margin = verdict.margin
+        if margin is None or verdict.objective.metric in SHARES or abs(margin) * 100 > band.band_pct:
+            continue
         side = "under" if margin >= 0 else "over"
-        return (f"{abs(margin):.1f}% {side} its limit, inside the simulator's +-{band.band_pct:g}% band: "
-                f"the verdict could go either way")
-    return None
+        flags.append(f"{verdict.objective.key} {verdict.observed_text()} is {abs(margin):.1%} {side} its limit "
+                     f"{verdict.objective.format(verdict.objective.threshold)}, inside the simulator's "
+                     f"+-{band.band_pct:g}% band: the verdict could go either way")
+    return flags
+
+
+def capacity_flag(traffic_rps: float, next_replica_at_rps: float | None, band: AccuracyBand | None) -> str | None:
+    """A warning when the traffic is within the band below the rate at which a plan adds
+    a replica: a simulator that is band% optimistic would need one more."""
+    if band is None or not next_replica_at_rps or traffic_rps <= 0:
+        return None
+    room = (next_replica_at_rps / traffic_rps - 1) * 100
+    if room > band.band_pct:
+        return None
+    return (f"the traffic is {room:.1f}% below the next replica's threshold ({next_replica_at_rps:.3g} req/s), inside "
+            f"the simulator's +-{band.band_pct:g}% band: one replica more may be needed")

@@ -137,6 +137,7 @@ def simulation_config(args: argparse.Namespace) -> SimulationConfig:
 
 def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     from loadtest.reports.table import summary_renderable
+    from simulator.accuracy import band_for, margin_flags, simulated_label
     from simulator.engine import replica_setup
     from simulator.simulate import simulate, write_simulation
 
@@ -162,6 +163,10 @@ def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     reports = tuple(p.strip() for p in load_args.reports.split(",")) if load_args.reports else None
     write_simulation(result, out, reports)
     console.print(summary_renderable(result.summary))
+    band = band_for(sim.hardware)
+    console.print(f"[bold yellow]{simulated_label(sim.hardware, band)}[/]")
+    for flag in margin_flags(result.summary.headline.slo.objectives, band):
+        console.print(f"[yellow]near the limit:[/] {flag}")
     figures = result.stages[result.summary.headline_stage]
     console.print(f"simulated in {result.wall_s:.1f} s; {figures.gpu_hours:.2f} GPU-hours; "
                   f"{figures.preemptions} preemptions; results: {out}")

@@ -35,6 +35,7 @@ from loadtest.config import LoadTestConfig
 from loadtest.profiles import StageOutcome, StagePlan
 from loadtest.reports import write_reports
 from loadtest.run.orchestrator import StageResult, summarise_run
+from simulator.accuracy import band_for
 from simulator.cluster import ClusterSim, StageRun
 from simulator.config import SimulationConfig
 from simulator.engine import ReplicaSetup, replica_setup
@@ -110,6 +111,7 @@ class SimulationResult:
             "config": self.sim.model_dump(mode="json"),
             "hardware": setup.hardware.name,
             "assumed_constants": setup.hardware.assumptions(),
+            "accuracy": band.model_dump(mode="json") if (band := band_for(self.sim.hardware)) else None,
             "tensor_parallel": setup.tensor_parallel,
             "kv_cache_tokens_per_replica": setup.kv_tokens,
             "block_size": setup.block_size,

@@ -159,6 +159,14 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     console.print(curve_table(curve, currency, "simulated, not measured" if label else None))
     if traffic is not None:
         console.print(traffic_table(report.capacity, traffic, headroom, report))
+        if label:
+            from simulator.accuracy import band_for, capacity_flag
+            from sweep.capacity import capacity_plan
+
+            band = band_for(report.spec.hardware)
+            for row in capacity_plan(report.capacity, traffic, headroom):
+                if flag := capacity_flag(traffic, row.next_replica_at_rps, band):
+                    console.print(f"[yellow]{row.shape_id}, near a step:[/] {flag}")
     plot = args.plot or folder / "plots" / "capacity_curve.png"
     title = f"{'SIMULATED: ' if label else ''}{report.spec.name}, {headroom:.0%} headroom"
     capacity_curve_png(curve, steps, min_efficiency, title, plot)
