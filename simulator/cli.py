@@ -44,11 +44,38 @@ def _autoscale(text: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
+LOAD_OPTIONS = ("--profile", "--workload", "--duration", "--requests", "--warmup", "--cooldown", "--slo", "--seed",
+                "--tokenizer", "--prompt-pool", "--endpoint", "--timeout", "--time-limit", "--no-exact-output",
+                "--out", "--reports", "--label", "--quiet")  # what a simulation reads of `loadtest run`'s options
+
+
+def plain(text: str) -> str:
+    """Help text without reStructuredText's double backticks."""
+    return text.replace("``", "")
+
+
+def load_options_epilog() -> str:
+    """The load options ``run`` and ``replay`` pass to ``loadtest run``'s own parser, as help text."""
+    runner = next(a for a in loadtest_parser()._subparsers._group_actions).choices["run"]
+    lines = ["load options (parsed by `loadtest run`'s parser, same meaning; its other options are accepted and "
+             "have no effect on a simulation):"]
+    actions = {option: action for action in runner._actions for option in action.option_strings}
+    for action in (actions[name] for name in LOAD_OPTIONS if name in actions):
+        flag = ", ".join(action.option_strings) + (f" {action.metavar or action.dest.upper()}" if action.nargs != 0
+                                                   else "")
+        help_text = plain(action.help or "see `loadtest run --help`")
+        help_text = help_text.replace("%(default)s", str(action.default)).replace("%%", "%")
+        lines.append(f"  {flag:<30} {help_text}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="simulator", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="simulator", description=plain(__doc__.splitlines()[0]))
     sub = parser.add_subparsers(dest="command", required=True)
+    epilog = load_options_epilog()
     run = sub.add_parser("run", help="simulate a load test against a cluster (plus every load option of "
-                                     "`loadtest run`)")
+                                     "`loadtest run`)", epilog=epilog,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--hardware", required=True, help="a profile name (see `simulator hardware`) or YAML path")
     run.add_argument("--model", default="smollm2-135m-instruct", help="a model spec name (default: %(default)s)")
     run.add_argument("--replicas", type=int, default=1, help="engine replicas (autoscaling: the initial count)")
@@ -77,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = sub.add_parser("replay", help="one load (e.g. --profile day:...) autoscaled vs static replica counts: "
                                            "GPU-hours, SLO attainment, scale-up lag (plus the load options of "
-                                           "`loadtest run`)")
+                                           "`loadtest run`)", epilog=epilog,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     replay.add_argument("--hardware", required=True, help="a profile name (see `simulator hardware`) or YAML path")
     replay.add_argument("--stack", type=Path, default=None,
                         help="a stack file whose model, autoscaling policy, routing and gateway bound to use")

@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # the sweep's modules are imported by the commands that use t
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sweep", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="sweep", description=__doc__.splitlines()[0].replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
     sweep = sub.add_parser("run", help="deploy candidate configurations and find the cheapest meeting the SLO")
     sweep.add_argument("spec", type=Path, help="sweep spec YAML (see sweeps/)")
