@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulator.errors import SimulationConfigError
 
 HARDWARE_DIR = Path(__file__).resolve().parent / "hardware"
+DEFAULT_PATH_SIGMA = 0.25  # assumed: the spread of one request's serving path around its mean (docs/simulator.md)
 
 
 class _Strict(BaseModel):
@@ -104,6 +105,10 @@ class HardwareProfile(_Strict):
     serving_path_ms: Figure | None = Field(
         None, description="what the serving path (HTTP proxy, gateway, Ray hops) adds to a request's first "
                           "token and end, on this hardware's hosts; none: 0")
+    serving_path_sigma: Figure | None = Field(
+        None, description="sigma of a mean-1 lognormal factor on each request's serving path (real requests' "
+                          "paths differ: client, network, the gateway's event loop; it is what makes closed-loop "
+                          "users drift apart); none: DEFAULT_PATH_SIGMA")
     in_stack_slowdown: Figure | None = Field(
         None, description="engine steps inside the serving stack: their fixed costs (step and sequence "
                           "overheads) take this many times the step-time model's (on a CPU the serving path and "
@@ -152,6 +157,10 @@ class HardwareProfile(_Strict):
     @property
     def serving_path_s(self) -> float:
         return self.serving_path_ms.value / 1e3 if self.serving_path_ms else 0.0
+
+    @property
+    def path_sigma(self) -> float:
+        return self.serving_path_sigma.value if self.serving_path_sigma else DEFAULT_PATH_SIGMA
 
     def rank_share(self, ranks: int) -> float:
         """The share of the profile's figures one of ``ranks`` ranks gets (GPU: each rank
