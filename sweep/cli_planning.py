@@ -79,7 +79,29 @@ def plan_report(args: argparse.Namespace, console: Console) -> tuple[SweepReport
         report = run_simulated_sweep(spec, load_price_table(spec.prices), ResultsFolder(out),
                                      model_catalog(models_dir()), models_dir(),
                                      on_phase=lambda phase: status.update(f"simulated sweep of {spec.name}: {phase}"))
+    if args.traffic is not None:
+        report = simulate_plan_counts(report, spec, parse_rps(args.traffic), args.headroom, console)
     return report, out
+
+
+def simulate_plan_counts(report: SweepReport, spec, traffic: float, headroom: float | None,
+                         console: Console) -> SweepReport:
+    """The report with every replica count the plan for ``traffic`` needs simulated
+    (:func:`sweep.simulated.with_simulated_counts`), not extrapolated."""
+    from serving.model_store import models_dir
+    from sweep.capacity import DEFAULT_HEADROOM
+    from sweep.measurer import model_catalog
+    from sweep.simulated import with_simulated_counts
+    from sweep.spec_file import load_price_table
+
+    prices, catalog = load_price_table(spec.prices), model_catalog(models_dir())
+    spare = DEFAULT_HEADROOM if headroom is None else headroom
+    with console.status("simulating the replica counts the plan needs") as status:
+        capacity = tuple(
+            with_simulated_counts(spec, prices, m, traffic, spare, catalog, models_dir(),
+                                  on_count=lambda shape, n: status.update(f"simulating {n} x {shape}"))
+            for m in report.capacity)
+    return report.model_copy(update={"capacity": capacity})
 
 
 def _fmt(value: float | int | None, form: str = "{:.3g}") -> str:
