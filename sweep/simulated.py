@@ -175,11 +175,13 @@ def simulated_count(spec: SweepSpec, prices: PriceTable, capacity: ShapeCapacity
 
 def with_simulated_counts(spec: SweepSpec, prices: PriceTable, capacity: ShapeCapacity, traffic_rps: float,
                           headroom: float, catalog: ModelCatalog, models_dir: Path,
-                          on_count: Callable[[str, int], None] = lambda *_: None) -> ShapeCapacity:
+                          on_count: Callable[[str, int], None] = lambda *_: None,
+                          simulate_count: Callable[[int], MeasuredCount] | None = None) -> ShapeCapacity:
     """``capacity`` with every replica count a plan for ``traffic_rps`` needs simulated
     instead of extrapolated: counts up to the one carrying the traffic and the next one
     (the add-a-replica threshold), each simulated once; the contention is then fitted on
-    those counts, never assumed."""
+    those counts, never assumed. ``simulate_count`` is the seam unit tests fake."""
+    simulate_count = simulate_count or (lambda n: simulated_count(spec, prices, capacity, n, catalog, models_dir))
     measured = {m.replicas: m for m in capacity.measured}
     current = capacity
     while True:
@@ -189,7 +191,7 @@ def with_simulated_counts(spec: SweepSpec, prices: PriceTable, capacity: ShapeCa
             return current
         for n in missing:
             on_count(capacity.shape.id, n)
-            measured[n] = simulated_count(spec, prices, capacity, n, catalog, models_dir)
+            measured[n] = simulate_count(n)
         counts = tuple(m for _, m in sorted(measured.items()) if m.passes_at_rps or m.fails_at_rps)
         c1 = measured.get(1).passes_at_rps if 1 in measured else None
         points = tuple(EfficiencyPoint(replicas=m.replicas, efficiency=m.passes_at_rps / (m.replicas * c1))
