@@ -5,6 +5,7 @@ replicas behind serveout's router.
         --tensor-parallel 4 --routing least-loaded --profile poisson:rate=50 \\
         --workload random:input_len=1024,output_len=256 --duration 1h --out results/sim
     python -m simulator calibrate STEP_TIMES.json --hardware cpu --out simulator/hardware/cpu-fitted.yaml
+    python -m simulator calibrate --quick     # fit THIS machine's cpu profile (in-process vLLM engine, no Ray)
     python -m simulator hardware              # the profiles and their assumed constants
 
 ``run`` takes every load option of ``loadtest run`` (``--profile``, ``--workload``,
@@ -95,9 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--models-dir", type=Path, default=REPO / "models")
 
     calibrate = sub.add_parser("calibrate", help="fit a hardware profile's efficiencies to measured step times")
-    calibrate.add_argument("step_times", type=Path, help="a step-time JSON file (schema: docs/simulator.md)")
+    calibrate.add_argument("step_times", type=Path, nargs="?", help="a step-time JSON file (schema: docs/simulator.md)")
+    calibrate.add_argument("--quick", action="store_true",
+                           help="fit THIS machine: measure its bandwidth and peak, time an in-process vLLM engine's "
+                                "steps (benchmarks.step_time --quick, no Ray) and fit the cpu profile (a few minutes)")
     calibrate.add_argument("--hardware", default=None, help="the profile to fit (default: the file's)")
-    calibrate.add_argument("--out", type=Path, required=True, help="where the fitted profile YAML goes")
+    calibrate.add_argument("--out", type=Path, default=None,
+                           help="where the fitted profile YAML goes (default with --quick: results/cpu-fitted.yaml)")
     calibrate.add_argument("--models-dir", type=Path, default=REPO / "models")
 
     sub.add_parser("hardware", help="list the hardware profiles and their assumed constants")
@@ -167,6 +172,7 @@ def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     from loadtest.reports.table import summary_renderable
     from simulator.accuracy import band_for, margin_flags, simulated_label
     from simulator.engine import replica_setup
+    from simulator.machine import cpu_mismatch
     from simulator.simulate import simulate, write_simulation
 
     sim = simulation_config(args)
@@ -191,6 +197,8 @@ def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     reports = tuple(p.strip() for p in load_args.reports.split(",")) if load_args.reports else None
     write_simulation(result, out, reports)
     console.print(summary_renderable(result.summary))
+    if mismatch := cpu_mismatch(result.setup.hardware):
+        console.print(f"[bold yellow]warning:[/] {mismatch}")
     band = band_for(sim.hardware)
     console.print(f"[bold yellow]{simulated_label(sim.hardware, band)}[/]")
     for flag in margin_flags(result.summary.headline.slo.objectives, band):
@@ -206,10 +214,19 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from simulator.engine import load_model
     from simulator.hardware import load_hardware
 
+    if args.quick == (args.step_times is not None):
+        raise SimulationConfigError("calibrate takes a step-time file or --quick (to measure this machine), one of them")
+    if args.quick:
+        args.step_times, hardware = quick_measurements(args.hardware or "cpu", console)
+        args.out = args.out or REPO / "results" / "cpu-fitted.yaml"
+    elif args.out is None:
+        raise SimulationConfigError("--out is needed: where the fitted profile goes")
     times = load_step_times(args.step_times)
     spec = load_model(times.model, args.models_dir)
-    fit = fit_profile(times, load_hardware(args.hardware or times.hardware), spec.architecture,
-                      file_name=args.step_times.name)
+    if not args.quick:
+        hardware = load_hardware(args.hardware or times.hardware)
+    fit = fit_profile(times, hardware, spec.architecture, file_name=args.step_times.name)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     write_profile(fit.profile, args.out)
     table = Table(title=f"step times: measured vs fitted ({len(fit.step_s)} steps)", title_justify="left")
     for col in ("prefill", "decode", "context", "seqs", "measured ms", "fitted ms", "error"):
@@ -225,6 +242,29 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
         console.print(f"{name}: {figure.value:.4g}{'' if not figure.assumed else ' (assumed, not fitted)'}")
     console.print(f"MAPE {fit.mape:.1f}% over {len(fit.step_s)} steps; fitted profile: {args.out}")
     return ExitCode.OK
+
+
+def quick_measurements(name: str, console: Console):
+    """``calibrate --quick``: this machine's bandwidth and float32 peak (numpy), then the
+    step times of an in-process vLLM engine (a child process: ``benchmarks.step_time
+    --quick``, no Ray, no HTTP); returns the step-time file and the profile to fit, its
+    measured figures replaced and ``fitted_on_cpu`` this CPU."""
+    import subprocess
+
+    from simulator.hardware import Figure, load_hardware
+    from simulator.machine import cpu_model
+    from simulator.measure_cpu import matmul_tflops, memory_bandwidth_gbps
+
+    base, here = load_hardware(name), cpu_model()
+    bandwidth, peak = memory_bandwidth_gbps(), matmul_tflops()
+    console.print(f"{here}: {bandwidth:.1f} GB/s, {peak:.4f} float32 TFLOP/s; timing an in-process vLLM engine's steps")
+    out = REPO / "results" / "step_times-cpu-quick.json"
+    subprocess.run([sys.executable, "-m", "benchmarks.step_time", "--quick", "--out", str(out)], cwd=REPO, check=True)
+    source = f"measured: python -m simulator calibrate --quick on {here} ({time.strftime('%Y-%m-%d')})"
+    peaks = {**base.peak_tflops, "float32": Figure(value=round(peak, 4), source=source)}
+    return out, base.model_copy(update={
+        "memory_bandwidth_gbps": Figure(value=round(bandwidth, 1), source=source), "peak_tflops": peaks,
+        "fitted_on_cpu": here, "description": f"{base.description} (refitted on {here})"})
 
 
 def cmd_replay(args: argparse.Namespace, rest: list[str], console: Console) -> int:

@@ -94,6 +94,14 @@ class HardwareProfile(_Strict):
     description: str = ""
     kind: HardwareKind
     cores: int | None = Field(None, ge=1, description="CPU only: cores the figures were measured on")
+    fitted_on_cpu: str | None = Field(
+        None, description="CPU only: the CPU model (/proc/cpuinfo) the constants were fitted on; the simulator "
+                          "warns on another")
+    serving_path_cpu_us_per_token: Figure | None = Field(
+        None, description="CPU the serving path (proxy, gateway, streaming) spends per streamed token; on a CPU "
+                          "box it competes with the engine for the cores, on a GPU node it takes spare host cores")
+    serving_path_cpu_us_per_request: Figure | None = Field(
+        None, description="CPU the serving path spends per request (parse, tokenise, route, admit), as above")
     memory_gb: Figure
     memory_bandwidth_gbps: Figure
     peak_tflops: dict[str, Figure] = Field(description="dense peak by dtype name")

@@ -39,6 +39,7 @@ from simulator.accuracy import band_for
 from simulator.cluster import ClusterSim, StageRun
 from simulator.config import SimulationConfig
 from simulator.engine import ReplicaSetup, replica_setup
+from simulator.machine import cpu_mismatch
 from simulator.traffic import StageTraffic, TrafficCache, stage_traffic, tokenizer_loader
 
 SIMULATED_WARNING = "SIMULATED, not measured: {label} (simulator figures: simulation.json)"
@@ -184,6 +185,8 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
                             generator=GeneratorReport(), max_error_rate=config.profile.max_error_rate,
                             duration_s=config.duration_s, max_requests=config.max_requests)
         warnings = [SIMULATED_WARNING.format(label=config.label)] if not results else []
+        if not results and (mismatch := cpu_mismatch(setup.hardware)):
+            warnings.append(mismatch)
         if fallback_warning and not results:
             warnings.append(fallback_warning)
         if run.session_wraps:

@@ -106,9 +106,11 @@ class StepTimeModel:
         self._attention_per_flop = 1.0 / attention_peak
         self._weights_s = self.weight_read_bytes * self._per_byte
         compute, fixed = slowdown  # inside the stack (CPU profiles): x the bytes/FLOP terms, x the fixed costs
+        inverse = lambda share: compute / share if share else 0.0  # noqa: E731  (share 0: a term the fit dropped)
         self.coefficients = np.array([
-            compute / (eff.fp8_memory_share if quantization == "fp8" else eff.memory.value), compute / eff.compute.value, compute / eff.kv_memory_share * (1 + eff.kv_heads_half_value / heads_per_rank),
-            compute / eff.attention_share, compute / eff.network.value if eff.network.value else 0.0,
+            inverse(eff.fp8_memory_share if quantization == "fp8" else eff.memory.value), inverse(eff.compute.value),
+            inverse(eff.kv_memory_share) * (1 + eff.kv_heads_half_value / heads_per_rank),
+            inverse(eff.attention_share), inverse(eff.network.value),
             fixed * eff.allreduce_latency_us.value * 1e-6, fixed * eff.allreduce_rank_us * 1e-6,
             fixed * eff.step_overhead_ms.value * 1e-3, fixed * eff.seq_overhead_us.value * 1e-6 + seq_s,
         ])  # seq_s: the serving path's cost per sequence in the stack (a CPU profile's)
