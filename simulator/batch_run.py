@@ -90,3 +90,31 @@ def run_batch(model: StepTimeModel, prompts: Sequence[int], outputs: Sequence[in
     first = np.array([s.segments[0][0] for s in seqs])
     last = np.array([s.segments[-1][0] + s.segments[-1][1] - 1 for s in seqs])
     return BatchSteps(features, first, last, np.array([s.out_len for s in seqs]))
+
+
+def run_arrivals(model: StepTimeModel, arrivals: Sequence[float], prompts: Sequence[int], outputs: Sequence[int], *,
+                 num_blocks: int, block_size: int, max_num_seqs: int,
+                 max_num_batched_tokens: int) -> list[tuple[float, float, int]]:
+    """Requests arriving at ``arrivals`` (seconds, ascending) on one replica: each one's
+    (first token, last token, tokens) times. A request arriving during a step joins at
+    the next one, as in the engine (a decode span is cut at the arrival)."""
+    replica = Replica(model, num_blocks=num_blocks, block_size=block_size, max_num_seqs=max_num_seqs,
+                      max_num_batched_tokens=max_num_batched_tokens, prefix_caching=False)
+    seqs = [Seq(i, int(p), max(int(o), 1), ()) for i, (p, o) in enumerate(zip(prompts, outputs))]
+    pending = list(zip(arrivals, seqs))
+    pending.reverse()
+    while pending or replica.queue_depth:
+        while pending and pending[-1][0] <= replica.now:
+            replica.add(pending.pop()[1])
+        end = replica.plan(replica.now)
+        if end is None:
+            replica.now = pending[-1][0]
+            continue
+        if pending and pending[-1][0] < end:
+            replica.interrupt(pending[-1][0])
+        replica.commit()
+    out = []
+    for seq in seqs:
+        times = replica.token_times(seq)
+        out.append((float(times[0]), float(times[-1]), len(times)))
+    return out
