@@ -18,3 +18,13 @@ def test_a_cpu_profile_says_where_it_was_fitted_and_warns_elsewhere():
 def test_calibrate_takes_a_file_or_quick_not_both(tmp_path):
     assert main(["calibrate", "--out", str(tmp_path / "x.yaml")]) == 2
     assert main(["calibrate", str(tmp_path / "steps.json"), "--quick"]) == 2
+
+
+def test_two_profiles_compare_constant_by_constant():
+    from simulator.compare_profiles import rows
+
+    h200, cpu = load_hardware("h200"), load_hardware("cpu")
+    table = {name: (a, b, change) for name, a, b, change in rows(h200.efficiency, cpu.efficiency)}
+    assert table["memory"][0] == h200.efficiency.memory.value and table["memory"][1] == cpu.efficiency.memory.value
+    assert table["kv_heads_half"][1] is None and table["kv_heads_half"][2] == "-"
+    assert all(change == "+0.0%" for *_, change in rows(h200.efficiency, h200.efficiency) if change != "-")
