@@ -7,15 +7,17 @@ point, fit and validation points apart (a validation point is never fitted)::
 
     .venv/bin/python -m benchmarks.published_accuracy [--write] [--json results/published_accuracy.json]
 
-What is fitted: the hardware's shares of bandwidth and peak (weights, GEMMs, KV reads,
-attention) and the all-reduce latencies, shared by every point on that GPU; and per
-source (per vLLM version) the step and sequence overheads, software's costs. The
-all-reduce bandwidth share comes from Vidur's NCCL profile (h100.yaml says so).
+What is fitted: the hardware's bandwidth shares (bf16 and fp8 weights, KV reads and how
+they fall with few KV heads per rank) and the all-reduce latency per rank, shared by
+every point on that GPU; and per source (per vLLM version) the step and sequence
+overheads and the all-reduce latency, software's costs. The GEMMs' and the all-reduce's
+shares come from Vidur's operator profiles, attention's from FlashAttention's paper
+(h100.yaml names them).
 ``--write`` puts the fitted constants into ``simulator/hardware/h100.yaml`` and
 ``h200.yaml`` (same Hopper kernels: the H200 takes the H100's shares with its own
 datasheet) and the validation error band into ``simulator/hardware/accuracy.yaml``,
 which ``simulator run``, ``sweep run --simulate`` and ``sweep plan`` print beside every
-simulated answer. Pure arithmetic on the points: about ten seconds, no GPU.
+simulated answer. Pure arithmetic on the points: about a second, no GPU.
 """
 
 from __future__ import annotations
@@ -120,11 +122,10 @@ def slots(p: dict) -> dict[int, str]:
 def replay_all(data: dict, hardware: HardwareProfile) -> list[Replayed]:
     out = []
     for i, p in enumerate(data["points"]):
-        steps = replay(p, data, hardware)
-        base = model_of(p, data, hardware).coefficients
-        model = model_of(p, data, hardware)
+        steps, model = replay(p, data, hardware), model_of(p, data, hardware)
         scales = {2: ("kv_heads_half", model.kv_heads_per_rank)}
-        out.append(Replayed(p, FitPoint(f"{i}", steps, p["figure"], float(p["value"]), base, slots(p), scales)))
+        out.append(Replayed(p, FitPoint(f"{i}", steps, p["figure"], float(p["value"]), model.coefficients,
+                                        slots(p), scales)))
     return out
 
 
