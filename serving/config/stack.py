@@ -263,6 +263,15 @@ class StackConfig(Strict):
         return self.replicas.num_replicas
 
     @property
+    def resolved_routing(self) -> RoutingSpec:
+        """The routing spec the routers get: ``prefix_home`` decided by the router count
+        when not set (the direct mode runs a router per node: always possibly several)."""
+        if self.routing.prefix_home is not None:
+            return self.routing
+        several = self.gateway.direct or self.gateway.max_replica_count > 1
+        return self.routing.model_copy(update={"prefix_home": several})
+
+    @property
     def max_ongoing_per_replica(self) -> int:
         return self.replicas.max_ongoing_requests or self.engine_settings.max_num_seqs
 

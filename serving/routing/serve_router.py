@@ -86,6 +86,7 @@ class ServeoutRequestRouter(RequestRouter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._core: RoutingCore | None = None
+        self._spec: RoutingSpec | None = None
 
     def initialize_state(
         self,
@@ -102,6 +103,7 @@ class ServeoutRequestRouter(RequestRouter):
         routing_spec = parse_routing_spec(spec) if spec is not None else RoutingSpec()
         metrics = RouterMetrics(deployment_label or self._deployment_id.name, engine_view=engine_view)
         routing_collector(registry).attach(metrics)
+        self._spec = routing_spec
         self._core = RoutingCore(build_policy(routing_spec), metrics)
         log.info("routing %s with %s", metrics.deployment, routing_spec.policy)
         if self._replicas_list:
@@ -143,6 +145,10 @@ class ServeoutRequestRouter(RequestRouter):
         ticket = pending_request.kwargs.get(ROUTE_TICKET_KWARG)
         if not isinstance(ticket, RouteTicket):
             ticket = None
+        elif ticket.spec is not None and ticket.spec != self._spec:
+            self._spec = ticket.spec  # the caller's settings changed: its policy from now on
+            self.routing.use_policy(build_policy(ticket.spec))
+            log.info("routing %s with %s", self.routing.metrics.deployment, ticket.spec.policy)
         candidates = [Candidate(replica_id, self._queue_len(replica, polled=ticket is not None))
                       for replica_id, replica in by_id.items()]
         failed = pending_request.kwargs.get(AVOID_REPLICA_KWARG)

@@ -92,13 +92,14 @@ def answer(client, prompt: str, **sampling) -> str:
 
 
 def test_min_tokens_is_honoured(openai_client):
-    # min_tokens forces at least 6 tokens even for a prompt the model answers in fewer.
-    short = openai_client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "Say OK."}], max_tokens=8, temperature=0)
-    forced = openai_client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "Say OK."}], max_tokens=8, temperature=0,
-        extra_body={"min_tokens": 6})
-    assert short.usage.completion_tokens < 6 <= forced.usage.completion_tokens
+    # The greedy answer stops by itself after k tokens; min_tokens = k + 4 makes it go on.
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    free = openai_client.chat.completions.create(model=MODEL, messages=messages, max_tokens=48, temperature=0)
+    assert free.choices[0].finish_reason == "stop"
+    k = free.usage.completion_tokens
+    forced = openai_client.chat.completions.create(model=MODEL, messages=messages, max_tokens=48, temperature=0,
+                                                   extra_body={"min_tokens": k + 4})
+    assert forced.usage.completion_tokens >= k + 4
 
 
 def test_top_k_of_one_samples_the_greedy_answer(openai_client):
