@@ -13,9 +13,11 @@ the bare server alone is printed too. Figures, not assertions: this machine is s
 serveout is measured once per gateway mode (``--gateway-modes``): ``direct`` (the
 default: HAProxy -> the engine replica serving HTTP, the router asked once per request)
 and ``separate`` (Serve's ingress -> gateway replica -> engine replica).
+``--against-ray-llm`` also measures Ray Serve LLM 2.60 (``build_openai_app`` with direct
+streaming, same engine settings; ``benchmarks.ray_serve_llm``) with the same client.
 
     .venv/bin/python -m benchmarks.serving_overhead [--gateway-modes direct,separate]
-        [--stream-intervals 1] [--no-floor] [--out results/serving_overhead.json]
+        [--stream-intervals 1] [--no-floor] [--against-ray-llm] [--out results/serving_overhead.json]
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.bare_vllm import MODEL, bare_vllm_server
+from benchmarks.ray_serve_llm import ray_serve_llm_server
 from benchmarks.streaming_client import RunFigures, run, trivial_latency_ms
 from serving.config.loading import build_stack_config
 from serving.config.model_spec import ModelCatalog
@@ -78,6 +81,13 @@ def speed_row(t: Table, label: str, base, beside, stack, attr: str, fmt: str) ->
     t.add_row(label, *cells, ratio(values[2], values[1]), ratio(values[2], values[0]))
 
 
+def ray_serve_llm(port: int) -> dict:
+    console.print("starting Ray Serve LLM (direct streaming)")
+    with ray_serve_llm_server(port, Path("/tmp/serveout-ray-serve-llm.log")) as url:
+        with console.status("measuring Ray Serve LLM"):
+            return measure(url)
+
+
 def presence_table(alone: dict, beside: dict) -> Table:
     t = Table(title="bare vLLM server alone vs beside an idle Ray cluster + Serve (no application)")
     for col in ("figure", "alone", "beside idle Ray", "beside / alone"):
@@ -108,6 +118,18 @@ def serveout_stack(port: int, modes: list[str], stream_intervals: list[int]) -> 
                 with console.status(f"measuring serveout ({mode}, stream_interval {interval})"):
                     results.append(measure(url) | {"gateway_mode": mode, "stream_interval": interval})
     return results
+
+
+def reference_table(name: str, reference: dict, stacks: list[dict]) -> Table:
+    t = Table(title=f"serveout vs {name}, same client, same box (serveout must beat it on both)")
+    for col in ("figure", name, *(f"serveout {s['gateway_mode']}" for s in stacks)):
+        t.add_column(col, justify="right")
+    t.add_row("TTFT p50, c=1 (ms)", f"{reference['c1'].ttft_p50_ms:.1f}",
+              *(f"{s['c1'].ttft_p50_ms:.1f}" for s in stacks))
+    t.add_row("output tok/s, c=16", f"{reference['c16'].output_tok_s:.0f}",
+              *(f"{s['c16'].output_tok_s:.0f} ({s['c16'].output_tok_s / reference['c16'].output_tok_s:.2f}x)"
+                for s in stacks))
+    return t
 
 
 def table(bare: dict, floor: dict | None, stack: dict) -> Table:
@@ -142,6 +164,8 @@ def main() -> None:
                         help="extra environment for serveout's Ray cluster (e.g. Serve's fast-path switches)")
     parser.add_argument("--no-floor", action="store_true",
                         help="skip the bare server beside an idle Ray cluster and Serve")
+    parser.add_argument("--against-ray-llm", action="store_true",
+                        help="also measure Ray Serve LLM 2.60 with direct streaming (installs pyarrow, pandas)")
     args = parser.parse_args()
     extra_env = dict(item.split("=", 1) for item in args.serve_env.split(",") if item)
     if os.geteuid() == 0 and not in_loopback_netns():
@@ -151,14 +175,18 @@ def main() -> None:
     beside = None if args.no_floor else bare_vllm_beside_ray(8100, 8000)
     modes = [m for m in args.gateway_modes.split(",") if m]
     stacks = serveout_stack(8000, modes, [int(v) for v in args.stream_intervals.split(",")]) if modes else []
+    ray_llm = ray_serve_llm(8300) if args.against_ray_llm else None
     if beside:
         console.print(presence_table(bare, beside))
     for stack in stacks:
         console.print(table(bare, beside, stack))
+    if ray_llm:
+        console.print(reference_table("Ray Serve LLM", ray_llm, stacks))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     as_dict = lambda r: {k: asdict(v) if isinstance(v, RunFigures) else v for k, v in r.items()}
     args.out.write_text(json.dumps({"bare_vllm": as_dict(bare), "serve_env": extra_env,
                                     "bare_vllm_beside_idle_ray": as_dict(beside) if beside else None,
+                                    "ray_serve_llm": as_dict(ray_llm) if ray_llm else None,
                                     "serveout": [as_dict(s) for s in stacks]}, indent=2))
     console.print(f"figures written to {args.out}")
 

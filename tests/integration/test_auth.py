@@ -104,6 +104,7 @@ def test_a_heavy_key_cannot_starve_a_light_one(auth_stack):
             break
     assert len(served_by) == 2, served_by
     counts: Counter[tuple[str, int]] = Counter()
+    reasons: Counter[tuple] = Counter()
 
     async def sender(name: str) -> None:
         async with openai.AsyncOpenAI(base_url=f"{auth_stack.url}/v1", api_key=KEYS[name],
@@ -114,6 +115,7 @@ def test_a_heavy_key_cannot_starve_a_light_one(auth_stack):
                     counts[name, 200] += 1
                 except openai.RateLimitError as exc:
                     counts[name, 429] += 1
+                    reasons[name, exc.message[:90]] += 1
                     await asyncio.sleep(int(exc.response.headers["retry-after"]))
                 except openai.APIStatusError as exc:
                     counts[name, exc.status_code] += 1
@@ -123,7 +125,7 @@ def test_a_heavy_key_cannot_starve_a_light_one(auth_stack):
 
     asyncio.run(asyncio.wait_for(contest(), timeout=300))
     figures = {f"{name} {status}": n for (name, status), n in sorted(counts.items())}
-    print(f"fairness (bound {LIMIT}; heavy 6 senders x 5, light 2 x 5): {figures}")
+    print(f"fairness (bound {LIMIT}; heavy 6 senders x 5, light 2 x 5): {figures}; refusals {dict(reasons)}")
     assert counts["light", 200] == 10, figures  # every light request admitted
     assert counts["heavy", 429] > 0, figures  # the heavy key takes the refusals
     assert set(status for _, status in counts) <= {200, 429}, figures

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from tests.integration.metrics_reading import samples, wait_until
+from tests.integration.metrics_reading import samples, settled, wait_until
 from tests.integration.settings import MODEL
 
 pytestmark = pytest.mark.integration
@@ -137,6 +137,6 @@ def test_errors_are_counted_by_status(base_stack):
         return sum(value for key, value in samples(base_stack.url, "serveout_requests_total").items()
                    if dict(key).get("status") == "404" and dict(key).get("endpoint") == "chat")
 
-    before = not_found()
+    before = settled(not_found)
     post(base_stack, CHAT, json={"model": "gpt-17", "messages": [{"role": "user", "content": "hi"}]})
     assert wait_until(lambda: not_found() == before + 1, timeout_s=15), (before, not_found())

@@ -41,8 +41,11 @@ def test_least_loaded_spreads_concurrent_requests(stack):
         replicas = Counter(pool.map(lambda i: chat(stack.url, f"Count to {i}", max_tokens=24), range(16)))
     assert len(replicas) == 2, replicas
     # Every process publishes its counters within a second or two.
-    after = wait_until(lambda: (a := routed(stack.url)) if sum((a - before).values()) >= 16 else None,
-                       timeout_s=15)
+    def all_counted() -> Counter | None:
+        now = routed(stack.url)
+        return now if sum((now - before).values()) >= 16 else None
+
+    after = wait_until(all_counted, timeout_s=15)
     assert after is not None and sum((after - before).values()) == 16, (before, routed(stack.url))
     assert all(after[r] > before[r] for r in replicas)
 
