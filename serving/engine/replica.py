@@ -141,6 +141,7 @@ class EngineReplica:
 
     async def _exit_soon(self) -> None:
         await asyncio.sleep(EXIT_GRACE_S)
+        await self._before_exit()
         try:
             await asyncio.wait_for(asyncio.to_thread(self._engine.shutdown), SHUTDOWN_TIMEOUT_S)
         except Exception:  # the engine is dead anyway: never let it keep the actor alive
@@ -150,6 +151,9 @@ class EngineReplica:
         except Exception:
             log.exception("ray.kill of replica %s failed; exiting the process", self.replica_id)
             os._exit(1)
+
+    async def _before_exit(self) -> None:
+        """What a replica whose engine died finishes before it exits (nothing here)."""
 
     def record_routing_stats(self) -> dict:
         return self._engine.stats().to_dict()

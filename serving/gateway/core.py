@@ -28,7 +28,7 @@ from ray import serve
 from serving.config.stack import GatewaySpec, StackConfig
 from serving.errors import ConfigError
 from serving.gateway.admission import AdmissionController
-from serving.gateway.api_keys import KeyRing, read_keys_file
+from serving.gateway.api_keys import ANONYMOUS, KeyRing, read_keys_file
 from serving.gateway.engine_client import EngineClient
 from serving.gateway.http_app import build_http_app
 from serving.gateway.key_limits import KeyRateLimiter
@@ -162,8 +162,7 @@ class GatewayCore:
             self._keys = KeysFile(gateway.api_keys_file, gateway) if gateway.api_keys_file else None
             if self._keys is not None and self._keys_task is None:
                 self._keys_task = asyncio.get_running_loop().create_task(self._watch_keys_file())
-        if self._keys:
-            self._metrics.declare_keys(self._keys.ring.names)
+        self._keys_changed()
         self._config = config
 
     async def _watch_keys_file(self) -> None:
@@ -174,9 +173,14 @@ class GatewayCore:
                 continue
             try:
                 if keys.refresh():
-                    self._metrics.declare_keys(keys.ring.names)
+                    self._keys_changed()
             except (ConfigError, OSError):
                 self._metrics.keys_reload_failures.inc()
+
+    def _keys_changed(self) -> None:
+        names = self._keys.ring.names if self._keys else (ANONYMOUS,)
+        self._metrics.declare_keys(names)
+        self._admission.retain_keys(names)
 
     async def drain(self, timeout_s: float | None = None) -> dict:
         """See :meth:`serving.gateway.ingress.Gateway.drain`."""
