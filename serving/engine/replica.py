@@ -114,12 +114,14 @@ class EngineReplica:
             self._leave()
             raise
 
-    async def pids(self) -> dict[str, int | list[int]]:
-        """This replica's process id and its engine core processes' (for fault tests)."""
+    async def pids(self) -> dict[str, int | list[int] | bool]:
+        """This replica's process id, its engine core processes' and whether its engine
+        died (for fault tests)."""
         children = psutil.Process().children(recursive=True)
         return {
             "replica": os.getpid(),
             "engine_core": [p.pid for p in children if _is_engine_core(p)],
+            "engine_dead": self._engine.dead,
         }
 
     def _watch(self) -> None:
