@@ -2,8 +2,8 @@
 ``PodTemplateSpec``).
 
 All run the same serveout image and mount the weights claim read-only at the
-target's mount path: the engines load weights from it and the gateway and the routers
-(in the engine replicas, on any node) load the tokenizer from it. Nothing reaches a
+target's mount path: the engines load weights from it, and the gateway and the routers
+(on any node) load the tokenizer from it. Nothing reaches a
 model hub at serve time (``HF_HUB_OFFLINE=1``). All run Ray with token authentication,
 with Serve's HAProxy settings (:mod:`.ray_env`) and, when the gateway has API keys,
 mount the keys Secret read-only (:mod:`.access`).
@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import shlex
 
-from serving.drain_local import prestop_budget_s
-
 from serving.config.stack import StackConfig
+from serving.drain_local import prestop_budget_s
 from serving.manifests.access import KeysMount, keys_mount, ray_auth_env
 from serving.manifests.naming import (
     CLIENT_PORT,

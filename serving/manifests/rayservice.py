@@ -32,12 +32,12 @@ on the pod's interfaces too (``gateway.host: 0.0.0.0``): the gateway Service
 pods' IPs, and it is the one way in meant for clients.
 
 Which pods take client traffic: Serve 2.60 runs a proxy (here HAProxy, with the direct
-mode's routers beside it) on the head and on every node that holds a replica, no
-others. In the direct mode the gateway runs in every engine replica, so the engine pods
-are the front end: the Service selects them (each one's HAProxy forwards to the
-replica the router chose, on any pod), and the head only when the engines may scale to
-zero (:func:`.sizing.head_takes_clients`). deploy/README.md ("The front end") argues
-this layout against CPU front-end pods.
+mode's routers beside it) on the head and on every node that holds a replica of a
+deployment other than the router, no others. In the direct mode the gateway runs in
+every engine replica, so the engine pods are the front end: the Service selects them
+(each one's HAProxy forwards to the replica the router chose, on any pod), and the head
+only when the engines may scale to zero (:func:`.sizing.head_takes_clients`).
+deploy/README.md ("The front end") argues this layout against CPU front-end pods.
 
 Queue-depth autoscaling is two loops, both driven by the rendered config: Ray Serve
 sets the engine replica count with serveout's policy (``autoscaling_config`` in
@@ -48,8 +48,8 @@ removes idle ones, between the worker group's ``minReplicas`` and ``maxReplicas`
 RayCluster has a ``/scale`` subresource: nothing outside Ray (HPA, KEDA) can scale
 them, and nothing else is needed.
 
-Gateway pods (``gateway.mode: separate`` only): a target with a ``gateways`` section gets a second worker group,
-``gateways``, on CPU nodes: one pod per gateway replica, sized by
+Gateway pods (``gateway.mode: separate`` only): a target with a ``gateways`` section
+gets a second worker group, ``gateways``, on CPU nodes: one pod per gateway replica, sized by
 :func:`.sizing.plan_gateways`. These pods offer Ray no CPU (``num-cpus: 0``), so no
 engine lands on them, and offer what one gateway replica asks for
 (``gateway.ray_resources``, :data:`.naming.GATEWAY_RESOURCE` by default) in
