@@ -107,7 +107,7 @@ def test_run_sweep_hands_the_measured_text_density_to_the_report(tmp_path: Path)
 def test_a_simulated_plan_simulates_every_count_it_needs_instead_of_assuming_contention():
     from sweep.capacity.model import MeasuredCount, ShapeCapacity
     from sweep.search.simulated_sweep import with_simulated_counts
-    from sweep.space import Shape
+    from sweep.spec.space import Shape
 
     base = ShapeCapacity(shape=Shape(tp=2), accelerators_per_replica=2, cost_per_replica_hour=12.6, max_replicas=12,
                          measured=(MeasuredCount(replicas=1, passes_at_rps=2.5),), contention=0.111,
