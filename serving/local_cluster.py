@@ -128,7 +128,10 @@ class LocalCluster:
         def run() -> None:
             for attempt in range(3):
                 try:
-                    serve.run(build_app(config), name=config.app_name, route_prefix="/")
+                    # No access log line per request in the replicas (it costs CPU on the
+                    # request path; serveout logs one structured line per request itself).
+                    serve.run(build_app(config), name=config.app_name, route_prefix="/",
+                              logging_config={"enable_access_log": False})
                     return
                 except ValueError as exc:
                     # Ray 2.60 race: Serve's handle thread in this process and serve.run
