@@ -8,6 +8,8 @@ started (``serve.shutdown`` + ``ray.shutdown``; never ``ray stop``).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
@@ -215,9 +217,11 @@ class LocalCluster:
             try:
                 for config in self._deployed.values():
                     self._drain(config)
-                serve.shutdown()
+                with _quiet_expected_shutdown_errors():
+                    serve.shutdown()
             finally:
-                ray.shutdown()
+                with _quiet_expected_shutdown_errors():
+                    ray.shutdown()
                 self._started = False
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
@@ -240,6 +244,39 @@ class LocalCluster:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
+
+
+EXPECTED_SHUTDOWN_NOISE = re.compile(r"Task ServeController\.\w+ failed\..*killed by `ray\.kill`")
+"""What Ray prints when Serve's controller ends itself at ``serve.shutdown`` (its pending
+calls see the actor die): expected, not a fault."""
+
+
+class _ShutdownFilter(io.TextIOBase):
+    """Forwards writes to ``target``, dropping the lines :data:`EXPECTED_SHUTDOWN_NOISE` matches."""
+
+    def __init__(self, target) -> None:
+        self._target = target
+
+    def write(self, text: str) -> int:
+        kept = "".join(line for line in text.splitlines(keepends=True) if not EXPECTED_SHUTDOWN_NOISE.search(line))
+        if kept:
+            self._target.write(kept)
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
+@contextlib.contextmanager
+def _quiet_expected_shutdown_errors():
+    """Ray's driver prints error messages from the cluster on stdout (a listener thread);
+    while Serve shuts down, drop the expected ones, pass everything else."""
+    original = sys.stdout
+    sys.stdout = _ShutdownFilter(original)
+    try:
+        yield
+    finally:
+        sys.stdout = original
 
 
 def last_exception_line(text: str) -> str:

@@ -96,7 +96,7 @@ class GatewayCore:
         context = serve.get_replica_context()
         self.replica_id = context.replica_id.unique_id
         # Until Serve's count arrives, assume the replicas the deployment starts with.
-        starting = gateway_replicas_at_start(config)
+        starting = config.gateway_replicas_at_start
         self._admission = AdmissionController(
             gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
             active_window_s=gateway.fair_share_window_s, gateways=starting,
@@ -107,7 +107,7 @@ class GatewayCore:
         )
         self._watcher.start()
         self._fleet = None  # one process at most: /metrics is its registry as it is
-        if gateway_processes_at_most(config) > 1:
+        if config.gateway_processes_at_most > 1:
             self._fleet = FleetMetrics(self._registry, self.replica_id, RayBoardChannel(config.app_name),
                                        shared=shared_views(gateway.direct))
             self._fleet.start()
@@ -227,23 +227,3 @@ class GatewayCore:
             "active_keys": self._admission.active_keys(),
             "fair_share": self._admission.fair_share(),
         }
-
-
-def gateway_replicas_at_start(config: StackConfig) -> int:
-    """How many gateway replicas the app starts with (direct: its engine replicas)."""
-    if config.gateway.direct:
-        scaling = config.autoscaling
-        return max(1, scaling.min_replicas if scaling.enabled else config.replicas.num_replicas)
-    gateway = config.gateway
-    return gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
-
-
-def gateway_replicas_at_most(config: StackConfig) -> int:
-    """The most gateway replicas the app can run at once (direct: its engine replicas)."""
-    return config.max_replica_count if config.gateway.direct else config.gateway.max_replica_count
-
-
-def gateway_processes_at_most(config: StackConfig) -> int:
-    """The most processes whose metrics ``/metrics`` must show: the gateway replicas, and
-    in the direct mode the routers too (so always more than one)."""
-    return gateway_replicas_at_most(config) + (1 if config.gateway.direct else 0)
