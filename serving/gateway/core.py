@@ -202,9 +202,12 @@ class GatewayCore:
         gauge.labels(model, "ready").set(engines.ready)
         gauge.labels(model, "starting").set(engines.starting)
         gauge.labels(model, "desired").set(engines.desired)
-        if gateways.ready:
-            self._admission.set_gateways(gateways.ready)
-            self._rate_limiter.set_gateways(gateways.ready)
+        # Every gateway replica that runs or starts shares the bound: counting only the
+        # ready ones would let each of them admit too much while another one starts (a
+        # starting replica takes nothing yet, so the app admits a little less meanwhile).
+        if gateways.desired:
+            self._admission.set_gateways(gateways.desired)
+            self._rate_limiter.set_gateways(gateways.desired)
 
     def _status(self) -> dict:
         c = self._config
