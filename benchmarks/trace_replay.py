@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.timed_server import start_in_child
+from benchmarks.wake_probe import WakeProbe
 from loadtest import RunOptions, parse_profile, run_load_test
 from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
 from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
@@ -63,7 +64,8 @@ def main() -> int:
             config = LoadTestConfig(target=TargetConfig(url=url, model="timed", scrape_interval_s=1.0),
                                     profile=profile, duration_s=profile.plan().span_s + 1.0, tokenizer=TOKENIZER,
                                     generator=GeneratorConfig(workers=workers))  # fmt: skip
-            stage = run_load_test(config, RunOptions(out_dir=args.out / f"w{workers}")).headline
+            with WakeProbe(args.out / f"w{workers}-wake-probe.json") as probe:
+                stage = run_load_test(config, RunOptions(out_dir=args.out / f"w{workers}")).headline
             a, s = stage.arrivals, stage.sessions
             print(f"\n{'1 process' if workers == 1 else f'{workers} workers + master'}: {stage.label}")
             print(f"  requests: {a.due} due, {a.scheduled} sent, {a.dropped} dropped, {stage.requests.ok} ok, "
@@ -71,6 +73,8 @@ def main() -> int:
             print(f"  arrival lateness: p99 {ms(a.lag_p99_s)} ms, max {ms(a.lag_max_s)} ms; "
                   f"{a.late} over {a.late_threshold_s * 1e3:.0f} ms; generator loop lag p99 "
                   f"{ms(stage.generator.loop_lag_p99_s)} ms, CPU p90 {stage.generator.cpu_percent_p90 or 0:.0f}%")
+            assert probe.figures is not None
+            print(f"  machine: {probe.figures.line()}")
             if s is not None:
                 print(f"  sessions: {s.sessions} ({s.complete} complete), time p50 {s.duration.p50:.2f} s, "
                       f"p95 {s.duration.p95:.2f} s; think time p50 {s.think.p50 or 0:.1f} s")
@@ -79,6 +83,7 @@ def main() -> int:
                           f"{ms(t.ttft.p50)} ms p95 {ms(t.ttft.p95)} ms, E2E p50 {ms(t.e2e.p50)} ms")
             results[workers] = json.loads(stage.model_dump_json(include={"arrivals", "requests", "sessions",
                                                                           "generator"}))  # fmt: skip
+            results[workers]["wake_probe"] = vars(probe.figures)
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -43,6 +43,7 @@ from loadtest.generator.job import (
 from loadtest.generator.stage import (
     FAST_SPAWN_RATE,
     POLL_S,
+    START_MARGIN_S,
     StageShape,
     StatusFile,
     cpu_seconds,
@@ -53,7 +54,6 @@ from loadtest.generator.stage import (
 from loadtest.generator.workers import Share, combined_status, plan_part, plan_shares
 from loadtest.workloads.base import WorkloadPlan
 
-START_MARGIN_S = 0.5  # the stage clock's zero, after the start message reaches every worker
 LOST_AFTER_S = 15.0  # missing heartbeats for this long: the worker is lost
 CLOCK_PROBES = 3
 

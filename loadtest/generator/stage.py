@@ -25,6 +25,7 @@ from loadtest.generator.user import OpenAIUser
 from loadtest.profiles import ClosedLoad, OpenLoad, ReplayLoad, ReplayProfile, StagePlan
 
 FAST_SPAWN_RATE = 10_000.0
+START_MARGIN_S = 0.5  # a fast spawn (and, distributed, the start message) comes this long before the zero
 POLL_S = 0.1
 LAG_PROBE_S = 0.05
 USER_CLASS = "LoadtestUser"  # the same name on the master and every worker (Locust dispatches by name)

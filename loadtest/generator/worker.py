@@ -28,7 +28,9 @@ from locust.rpc import Message
 from locust.runners import WorkerRunner
 
 from loadtest.analysis.records import RequestRecord, record_line
+from loadtest.generator.bodies import FirstBodies
 from loadtest.generator.context import RunContext
+from loadtest.generator.exchange import resolve
 from loadtest.generator.job import (
     CLOCK,
     EXIT_NO_MASTER,
@@ -133,6 +135,8 @@ class WorkerPart:
         # Locust configures users through class attributes (set before any user spawns).
         self.cls.run_context = self.run
         self.cls.target = config.target
+        self.cls.bodies = FirstBodies(self.run.plan, config.target)
+        self.cls.addresses = resolve(config.target.url)
         self.cls.api_key = job.api_key
         self.cls.host = config.target.url
         self.job = job
