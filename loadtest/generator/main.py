@@ -48,7 +48,7 @@ from loadtest.workloads.base import WorkloadPlan
 def run_job(job: GeneratorJob) -> str:
     """Run one stage in this process; returns why it stopped."""
     config, stage = job.config, job.stage
-    plan = WorkloadPlan.model_validate_json(job.plan_path.read_text(encoding="utf-8"))
+    plan = WorkloadPlan.from_json(job.plan_path.read_text(encoding="utf-8"))  # drawn here, before the stage
     users, spawn_rate, arrivals = stage_load(config, stage)
     run = RunContext(
         plan=plan,

@@ -123,7 +123,7 @@ class WorkerPart:
         config = job.config
         self.index = data["index"]
         self.run = RunContext(
-            plan=WorkloadPlan.model_validate_json(data["plan"]),
+            plan=WorkloadPlan.from_json(data["plan"]),  # its own requests only, drawn before the start
             arrivals=data["arrivals"],
             max_requests=data["max_requests"],
             load_duration_s=config.duration_s,

@@ -82,11 +82,11 @@ def plan_shares(
 def plan_part(plan: WorkloadPlan, share: Share) -> WorkloadPlan:
     """The sessions a worker draws from (its block of the pool; paired, its stride)."""
     if share.paired:
-        return WorkloadPlan(systems=plan.systems, sessions=plan.sessions[share.slot :: share.slots])
+        return plan.model_copy(update={"sessions": plan.sessions[share.slot :: share.slots]})
     start, stop = share.sessions
     if (start, stop) == (0, len(plan.sessions)):
         return plan
-    return WorkloadPlan(systems=plan.systems, sessions=plan.sessions[start:stop])
+    return plan.model_copy(update={"sessions": plan.sessions[start:stop]})
 
 
 def combined_status(

@@ -17,7 +17,12 @@ from loadtest.generator.workers import (
     split_counts,
     worker_warnings,
 )
-from loadtest.workloads import Session, Turn, WorkloadPlan
+from loadtest.workloads import Session, Turn, WorkloadContext, WorkloadPlan, parse_workload
+from loadtest.workloads.tokenizer import load_tokenizer
+from tests.fixtures import TINY_TOKENIZER
+from tests.paths import REPO
+
+EXCERPT = REPO / "loadtest" / "data" / "traces" / "mooncake-conversation-400.jsonl"
 
 
 @given(st.integers(0, 10_000), st.lists(st.integers(1, 50), min_size=1, max_size=40))
@@ -61,6 +66,19 @@ def test_session_blocks_are_disjoint_sized_like_the_shares_and_cover_the_pool():
     tiny = WorkloadPlan(sessions=plan.sessions[:1])
     shared = plan_shares([1, 1], arrivals=None, max_requests=None, sessions=1)
     assert [len(plan_part(tiny, s).sessions) for s in shared] == [1, 1]  # too small to split: shared
+
+
+def test_a_replay_worker_gets_its_own_requests_as_recipes_and_draws_them_as_the_orchestrator_did():
+    tokenizer = load_tokenizer(TINY_TOKENIZER)
+    ctx = WorkloadContext(seed=2, chat=True, tokenizer_loader=lambda: tokenizer)
+    plan = parse_workload(f"trace:{EXCERPT},end=20,sessions=prefix").build(1, ctx)  # the orchestrator's
+    forwarded = WorkloadPlan.from_json(plan.model_dump_json(), draw_text=False)  # the master's: not drawn
+    shares = plan_shares([1, 1], arrivals=[0.0] * len(plan.sessions), max_requests=None,
+                         sessions=len(plan.sessions), paired=True)  # fmt: skip
+    for k, share in enumerate(shares):
+        sent = plan_part(forwarded, share).model_dump_json()
+        assert len(sent) < sum(len(s.turns[0].content) for s in plan.sessions[k::2]) / 20  # recipes, not words
+        assert WorkloadPlan.from_json(sent).sessions == plan.sessions[k::2]  # drawn by the worker, word for word
 
 
 def test_no_worker_with_users_is_an_error():
