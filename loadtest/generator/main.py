@@ -96,7 +96,7 @@ def run_job(job: GeneratorJob) -> str:
     status("started")
     runner.start_shape()
     reason = drive_until_over(run, runner, config, stage, tick=lambda: status("running"))
-    lag_p99, lag_max = probe.stop()  # before stopping the users, which blocks the loop for a moment
+    lag = probe.stop()  # before stopping the users, which blocks the loop for a moment
     run.stop()
     runner.quit()
     cpu_at_end = cpu_seconds()
@@ -104,8 +104,7 @@ def run_job(job: GeneratorJob) -> str:
         "final",
         cpu_seconds=cpu_at_end,
         cpu_seconds_load=cpu_at_end - cpu_at_start,
-        loop_lag_p99_s=lag_p99,
-        loop_lag_max_s=lag_max,
+        **lag.fields(),
         stop_reason=reason,
     )
     for message in user_errors[:5]:

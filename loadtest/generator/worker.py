@@ -164,13 +164,13 @@ class WorkerPart:
         probe = LagProbe()
         cpu_at_start = cpu_seconds()
         reason = drive_until_over(run, self.runner, job.config, job.stage, tick=lambda: self._send(STATUS))
-        lag_p99, lag_max = probe.stop()  # before stopping the users, which blocks the loop for a moment
+        lag = probe.stop()  # before stopping the users, which blocks the loop for a moment
         users = self.runner.user_count
         run.stop()
         self.runner.stop()  # users still in a request are cancelled (the hard stop), as in one process
         self.shipper.close()
-        self._send(FINAL, users=users, cpu_seconds_load=cpu_seconds() - cpu_at_start, loop_lag_p99_s=lag_p99,
-                   loop_lag_max_s=lag_max, stop_reason=reason, user_error_samples=tuple(self.user_errors[:5]))  # fmt: skip
+        self._send(FINAL, users=users, cpu_seconds_load=cpu_seconds() - cpu_at_start, **lag.fields(),
+                   stop_reason=reason, user_error_samples=tuple(self.user_errors[:5]))  # fmt: skip
         return reason
 
     def quit_wait_s(self) -> float:

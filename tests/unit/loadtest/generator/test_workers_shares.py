@@ -92,13 +92,16 @@ def status(index, t, cpu, **kw):
 
 def test_combined_status_adds_up_workers_and_the_master():
     a = status(0, 10.0, 3.0, issued=5, completed=4, in_flight=1, users=2, cpu_seconds_load=2.0,
-               loop_lag_p99_s=0.002, loop_lag_max_s=0.01, session_wraps=1, user_errors=1, stop_reason="done")  # fmt: skip
+               loop_lag_p99_s=0.002, loop_lag_max_s=0.01, cpu_wait_s=0.5, cpu_wait_at_lag_max_s=0.009,
+               session_wraps=1, user_errors=1, stop_reason="done")  # fmt: skip
     b = status(1, 10.0, 5.0, issued=7, completed=7, users=3, cpu_seconds_load=4.0,
-               loop_lag_p99_s=0.004, loop_lag_max_s=0.008, stop_reason="drain timeout")  # fmt: skip
+               loop_lag_p99_s=0.004, loop_lag_max_s=0.008, cpu_wait_s=0.7, cpu_wait_at_lag_max_s=0.001,
+               stop_reason="drain timeout")  # fmt: skip
     line = combined_status("final", t=1.0, t0_unix=0.0, workers=[a, b], own_cpu=(1.5, 0.5))
     assert (line.issued, line.completed, line.in_flight, line.users) == (12, 11, 1, 5)
     assert line.cpu_seconds == 9.5 and line.cpu_seconds_load == 6.5
     assert line.loop_lag_p99_s == 0.004 and line.loop_lag_max_s == 0.01
+    assert line.cpu_wait_s == 0.7 and line.cpu_wait_at_lag_max_s == 0.009  # the worst wait; the worst lag's own
     assert line.session_wraps == 1 and line.user_errors == 1
     assert line.stop_reason == "done, drain timeout" and line.workers == (a, b)
     running = combined_status("running", t=1.0, t0_unix=0.0, workers=[a])
