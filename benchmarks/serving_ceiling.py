@@ -1,20 +1,25 @@
-"""The serving path's own ceiling (issue 10, part 3), measured with the null engine.
+"""The serving path's own cost per streamed token (issues 10 and 19), on the null engine.
 
-Deploys serveout with the null engine (one gateway replica, one null engine replica
-bound to one core, no model: it streams `` tok`` words at ``--tokens-per-s`` per
-stream, 0 = as fast as possible), drives ``--concurrency`` closed-loop streams for
-``--duration`` seconds from a separate client process (the benchmarks' streaming
-client), and prints per concurrency:
+Deploys serveout with the null engine (one null engine replica bound to one core, no
+model: it streams `` tok`` words at ``--tokens-per-s`` per stream, 0 = one per
+event-loop turn), drives ``--concurrency`` closed-loop streams for ``--duration``
+seconds from a separate client process (the benchmarks' streaming client), and prints
+per concurrency:
 
-- streamed tok/s and req/s, per gateway replica, per gateway core and per core of
-  the whole serving path (HTTP proxy + gateway + engine replica);
-- CPU µs per streamed token (and per request) of each process on the path: Serve's
-  HTTP proxy (``ray::ProxyActor``), the gateway replica(s)
-  (``ray::ServeReplica:<app>:gateway``), the engine replica
-  (``ray::ServeReplica:<app>:engine``), the client; Ray's other processes (controller,
-  raylet, GCS, idle workers) as context. psutil CPU times of each process, taken when
-  the client starts its timed window and when it ends; only processes this script
-  started are looked at (other jobs on a shared box run Ray too).
+- streamed tok/s and req/s, per front-end core and per core of the whole stack;
+- CPU µs per streamed token (and per request) of each process: in the direct mode
+  (the default) HAProxy, the routers (``ray::ServeReplica:<app>:router``) and the
+  engine replica serving HTTP itself; in the separate mode Serve's HTTP proxy
+  (``ray::ProxyActor``), the gateway replica(s) and the engine replica; Ray's other
+  processes (controller, raylet, GCS, HAProxy's manager, idle workers) too, and the
+  sum over **every** process of the stack (the client's excluded). psutil CPU times of
+  each process, taken when the client starts its timed window and when it ends; only
+  processes this script started are looked at (other jobs on a shared box run Ray too).
+
+``--against minimal`` (the default) runs the same client, same run, against the
+smallest honest Python SSE server (``benchmarks.minimal_sse_server``: one uvicorn
+process, every frame by ``json.dumps``, the same token schedule): the reference the
+issue's goal is set against (the stack's CPU per token <= 2x it).
 
 ``--against vllm-api-server`` then runs the same client at the same concurrency
 against vLLM's own OpenAI server (``benchmarks.bare_vllm``) with the real default
@@ -23,12 +28,12 @@ process against its EngineCore process: what vLLM's own HTTP front end costs per
 on this box, beside serveout's. The model bounds that run's tok/s, so only its per-token
 CPU figures compare with the null-engine run.
 
-``--gateway-mode in-engine`` measures the in-engine gateway instead: the null
-replica runs the gateway itself, so the path is the HTTP proxy and that one replica.
+``--gateway-mode separate`` measures the separate mode (every token through the
+gateway replica) instead.
 
-    .venv/bin/python -m benchmarks.serving_ceiling [--concurrency 16,64] [--duration 20]
-        [--tokens-per-s 0] [--output-tokens 256] [--gateway-mode separate|in-engine]
-        [--against vllm-api-server]
+    .venv/bin/python -m benchmarks.serving_ceiling [--concurrency 32,128] [--duration 20]
+        [--tokens-per-s 0] [--output-tokens 256] [--gateway-mode direct|separate]
+        [--against minimal,vllm-api-server]
 
 Figures are printed and written to ``results/serving_ceiling.json``, never asserted.
 As root the script re-runs itself in a loopback-only network namespace.
@@ -81,22 +86,27 @@ class Target:
     gateway: str | None = None
 
 
-SERVEOUT = Target(
+SEPARATE = Target(
     roles={"HTTP proxy": lambda cmd: "ProxyActor" in cmd,
            "gateway": lambda cmd: f"ServeReplica:{APP}:gateway" in cmd,
            "engine replica": lambda cmd: f"ServeReplica:{APP}:engine" in cmd},
     front_end=("HTTP proxy", "gateway"), path=("HTTP proxy", "gateway", "engine replica"), gateway="gateway")
-IN_ENGINE = Target(  # the gateway runs inside the engine replica: the replica is the front end
-    roles={"HTTP proxy": lambda cmd: "ProxyActor" in cmd,
-           "engine replica (gateway inside)": lambda cmd: f"ServeReplica:{APP}:engine" in cmd},
-    front_end=("HTTP proxy", "engine replica (gateway inside)"),
-    path=("HTTP proxy", "engine replica (gateway inside)"), gateway="engine replica (gateway inside)")
+DIRECT = Target(  # the engine replica serves HTTP itself: it is the front end, HAProxy in front
+    roles={"HAProxy": lambda cmd: "haproxy" in cmd.split(" ", 1)[0],
+           "routers": lambda cmd: f"ServeReplica:{APP}:router" in cmd,
+           "engine replica (serves HTTP)": lambda cmd: f"ServeReplica:{APP}:engine" in cmd},
+    front_end=("HAProxy", "routers", "engine replica (serves HTTP)"),
+    path=("HAProxy", "routers", "engine replica (serves HTTP)"), gateway="engine replica (serves HTTP)")
+MINIMAL = Target(
+    roles={"minimal SSE server": lambda cmd: "benchmarks.minimal_sse_server" in cmd},
+    front_end=("minimal SSE server",), path=("minimal SSE server",))
 VLLM = Target(  # its engine processes are retitled VLLM::EngineCore / VLLM::Worker (setproctitle)
     roles={"vLLM EngineCore": lambda cmd: "EngineCore" in cmd,
            "vLLM workers": lambda cmd: "VLLM::Worker" in cmd,
            "vLLM API server": lambda cmd: "vllm.entrypoints.openai.api_server" in cmd or "APIServer" in cmd},
     front_end=("vLLM API server",), path=("vLLM API server",))
 OTHER = "other processes started here (Ray daemons, controller, idle workers)"
+EVERY = "every process of the stack (the client's excluded)"
 
 
 # --- the client (a child process, so its CPU is its own) ---------------------------
@@ -227,7 +237,11 @@ def figures(run: dict, target: Target) -> dict:
         cpu_s = sum(processes[r]["cpu_s"] for r in roles)
         return load["tokens"] / cpu_s if cpu_s > 0 else None
 
+    stack_cpu_s = sum(p["cpu_s"] for role, p in processes.items() if role != "client")
     out = {"tok_s": load["tokens"] / load["wall_s"], "req_s": load["requests"] / load["wall_s"],
+           "stack_cpu_us_per_token": 1e6 * stack_cpu_s / tokens,
+           "stack_cpu_us_per_request": 1e6 * stack_cpu_s / requests,
+           "tok_s_per_stack_core": load["tokens"] / stack_cpu_s if stack_cpu_s > 0 else None,
            "tok_s_per_front_end_core": per_cpu_s(target.front_end), "tok_s_per_path_core": per_cpu_s(target.path),
            "processes": {role: {"count": p["count"], "cpu_percent": 100 * p["cpu_s"] / window,
                                 "cpu_us_per_token": 1e6 * p["cpu_s"] / tokens,
@@ -252,7 +266,7 @@ def null_engine_runs(args: argparse.Namespace) -> list[dict]:
         "engine": {"max_num_seqs": top, "stream_interval": args.stream_interval},
         "gateway": {"port": args.port, "max_in_flight": max(256, 2 * top), "mode": args.gateway_mode},
     }, catalog=catalog, resolve_path=ModelStore(catalog).require)
-    target = IN_ENGINE if config.gateway.in_engine else SERVEOUT
+    target = DIRECT if config.gateway.direct else SEPARATE
     runs = []
     with LocalCluster(ClusterOptions(http_port=args.port)) as cluster:
         with console.status("serveout (null engine) starting") as status:
@@ -262,6 +276,34 @@ def null_engine_runs(args: argparse.Namespace) -> list[dict]:
                 run = measure(url, target, c, args.duration, args.output_tokens)
             runs.append(run | figures(run, target))
     return runs
+
+
+def minimal_runs(args: argparse.Namespace) -> list[dict]:
+    """The same client against ``benchmarks.minimal_sse_server`` (same token schedule)."""
+    port = args.port + 200
+    argv = ["--port", str(port), "--tokens-per-s", str(args.tokens_per_s), "--ttft-ms", str(args.ttft_ms)]
+    server = subprocess.Popen(python_argv("benchmarks.minimal_sse_server", argv), cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the minimal SSE server did not start")
+            time.sleep(0.2)
+        runs = []
+        for c in args.concurrency:
+            with console.status(f"minimal SSE server: {c} streams for {args.duration:g} s"):
+                run = measure(url, MINIMAL, c, args.duration, args.output_tokens)
+            runs.append(run | figures(run, MINIMAL))
+        return runs
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def vllm_runs(args: argparse.Namespace) -> list[dict]:
@@ -280,11 +322,12 @@ def fmt(value: float | None, spec: str = ".0f") -> str:
 
 
 ROWS = (("streamed tok/s", "tok_s"), ("req/s", "req_s"),
+        ("CPU µs per token, every process of the stack", "stack_cpu_us_per_token"),
+        ("tok/s per core of the whole stack", "tok_s_per_stack_core"),
         ("tok/s per gateway replica", "tok_s_per_gateway_replica"),
         ("req/s per gateway replica", "req_s_per_gateway_replica"),
         ("tok/s per gateway core", "tok_s_per_gateway_core"),
-        ("tok/s per HTTP front-end core (serveout: proxy + gateway)", "tok_s_per_front_end_core"),
-        ("tok/s per serving-path core (serveout: + engine replica)", "tok_s_per_path_core"))
+        ("tok/s per front-end core", "tok_s_per_front_end_core"))
 
 
 def table(title: str, runs: list[dict]) -> Table:
@@ -307,6 +350,20 @@ def table(title: str, runs: list[dict]) -> Table:
     return t
 
 
+def ratio_table(stack: list[dict], minimal: list[dict]) -> Table:
+    """serveout's CPU per token over the minimal server's, same concurrency, same run."""
+    t = Table(title="serveout / minimal SSE server, same run (goal: CPU per token <= 2x)")
+    t.add_column("figure")
+    for run in stack:
+        t.add_column(f"c={run['load']['concurrency']}", justify="right")
+    t.add_row("CPU µs per token, every process: serveout / minimal",
+              *(f"{a['stack_cpu_us_per_token']:.1f} / {b['stack_cpu_us_per_token']:.1f} = "
+                f"{a['stack_cpu_us_per_token'] / b['stack_cpu_us_per_token']:.2f}x" for a, b in zip(stack, minimal)))
+    t.add_row("streamed tok/s: serveout / minimal",
+              *(f"{a['tok_s']:.0f} / {b['tok_s']:.0f} = {a['tok_s'] / b['tok_s']:.2f}x" for a, b in zip(stack, minimal)))
+    return t
+
+
 def concurrency_list(text: str) -> list[int]:
     return [int(v) for v in text.split(",")]
 
@@ -316,16 +373,18 @@ def main() -> None:
         client_main(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--concurrency", type=concurrency_list, default=[16, 64], help="streams at once, comma-separated")
+    parser.add_argument("--concurrency", type=concurrency_list, default=[32, 128], help="streams at once, comma-separated")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per concurrency (null engine)")
     parser.add_argument("--output-tokens", type=int, default=256, help="tokens per request (null engine)")
     parser.add_argument("--tokens-per-s", type=float, default=0.0, help="null engine pace per stream; 0 = as fast as possible")
     parser.add_argument("--ttft-ms", type=float, default=0.0, help="null engine time to first token")
     parser.add_argument("--stream-interval", type=int, default=1, help="tokens per chunk (1 = a chunk per token)")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--gateway-mode", choices=["separate", "in-engine"], default="separate",
-                        help="in-engine: the null replica runs the gateway itself (no gateway process)")
-    parser.add_argument("--against", choices=["vllm-api-server"], help="also measure vLLM's own API server")
+    parser.add_argument("--gateway-mode", choices=["direct", "separate"], default="direct",
+                        help="separate: a gateway replica in front of the null replica")
+    parser.add_argument("--against", type=lambda text: [t for t in text.split(",") if t], default=["minimal"],
+                        help="references measured in the same run, comma-separated: minimal (the minimal "
+                             "SSE server), vllm-api-server (vLLM's own server, real model); '' for none")
     parser.add_argument("--vllm-duration", type=float, default=30.0, help="seconds per concurrency (vLLM)")
     parser.add_argument("--vllm-output-tokens", type=int, default=64, help="tokens per request (vLLM)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "serving_ceiling.json")
@@ -337,7 +396,12 @@ def main() -> None:
     console.print(table(f"serveout on the null engine (gateway {args.gateway_mode}, 1 null replica, "
                         f"{args.tokens_per_s:g} tok/s per stream, {args.output_tokens} tokens per request)",
                         results["null_engine"]))
-    if args.against == "vllm-api-server":
+    if "minimal" in args.against:
+        results["minimal"] = minimal_runs(args)
+        console.print(table("the minimal Python SSE server (one uvicorn process, json.dumps per frame)",
+                            results["minimal"]))
+        console.print(ratio_table(results["null_engine"], results["minimal"]))
+    if "vllm-api-server" in args.against:
         results["vllm_api_server"] = vllm_runs(args)
         console.print(table(f"vLLM's own API server, real model ({args.vllm_output_tokens} tokens per request)",
                             results["vllm_api_server"]))

@@ -290,9 +290,10 @@ class Driver:
         self.step_until(lambda: not self.engine.has_unfinished_requests())
 
 
-def prepare_process(config: StackConfig) -> None:
+def prepare_process(config: StackConfig, module: str = "benchmarks.step_time") -> None:
     """This process's environment before vLLM loads: an in-process engine core, offline,
-    and on a CPU serving's OMP core binding and intel-openmp preload (by a re-exec)."""
+    and on a CPU serving's OMP core binding and intel-openmp preload (by a re-exec of
+    ``python -m module`` with the same arguments)."""
     spec, env = config.model, {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1"}
     if spec.accelerator is AcceleratorKind.CPU:
         cores, tp = sorted(os.sched_getaffinity(0)), spec.tensor_parallel_size
@@ -306,7 +307,7 @@ def prepare_process(config: StackConfig) -> None:
     os.environ.update(runtime)
     if preload and preload not in os.environ.get("LD_PRELOAD", ""):
         os.environ["LD_PRELOAD"] = ":".join(filter(None, [preload, os.environ.get("LD_PRELOAD")]))
-        os.execv(sys.executable, [sys.executable, "-m", "benchmarks.step_time", *sys.argv[1:]])
+        os.execv(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]])
 
 
 def measure(config: StackConfig, *, quick: bool) -> tuple:

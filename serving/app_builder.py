@@ -37,11 +37,10 @@ from ray import serve
 from ray.serve import Application
 
 from serving.autoscaling import autoscaling_config
-from serving.config.stack import RoutingSpec, StackConfig
+from serving.config.stack import StackConfig
 from serving.engine.placement import engine_runtime_env, placement_bundles
 from serving.engine.replica import EngineReplica
 from serving.gateway.admission import share_of
-from serving.gateway.core import gateway_replicas_at_start
 from serving.gateway.engine_ingress import EngineIngress
 from serving.gateway.ingress import Gateway
 from serving.gateway.router_ingress import RouterIngress
@@ -70,15 +69,6 @@ GATEWAY_STOP_GRACE_S = 10.0
 the final events)."""
 
 
-def resolved_routing(config: StackConfig) -> RoutingSpec:
-    """The routing spec the routers get: ``prefix_home`` decided by the router count (the
-    direct mode runs a router per node, always possibly more than one)."""
-    if config.routing.prefix_home is not None:
-        return config.routing
-    several = config.gateway.direct or config.gateway.max_replica_count > 1
-    return config.routing.model_copy(update={"prefix_home": several})
-
-
 def code_version() -> str:
     """A digest of serveout's serving code (every ``serving/**/*.py``): a new release
     restarts the engines, a redeploy of the same code does not."""
@@ -105,7 +95,7 @@ def engine_deployment_options(config: StackConfig) -> dict:
         placement_group_bundles=bundles,
         placement_group_strategy="STRICT_PACK",
         request_router_config=request_router_config(
-            resolved_routing(config), deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}"
+            config.resolved_routing, deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}"
         ),
         health_check_period_s=10,
         health_check_timeout_s=60,
@@ -127,7 +117,7 @@ def engine_deployment_options(config: StackConfig) -> dict:
 def gateway_deployment_options(config: StackConfig) -> dict:
     gateway = config.gateway
     # A replica's largest share of the app's admission bound: with the fewest replicas.
-    limit = share_of(gateway.max_in_flight, gateway_replicas_at_start(config))
+    limit = share_of(gateway.max_in_flight, config.gateway_replicas_at_start)
     options = dict(
         name=GATEWAY_DEPLOYMENT,
         # Serve's own bounds sit well above the gateway's admission limit, so overload
@@ -163,8 +153,8 @@ def direct_engine_deployment_options(config: StackConfig) -> dict:
     ``user_config``."""
     options = engine_deployment_options(config)
     options["request_router_config"] = request_router_config(
-        resolved_routing(config), deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}", engine_view=False)
-    share = share_of(config.gateway.max_in_flight, gateway_replicas_at_start(config))
+        config.resolved_routing, deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}", engine_view=False)
+    share = share_of(config.gateway.max_in_flight, config.gateway_replicas_at_start)
     options.update(max_ongoing_requests=2 * share + 64, max_queued_requests=max(1024, 8 * share),
                    user_config=config.model_dump(mode="json"))
     env = options["ray_actor_options"]["runtime_env"]["env_vars"]
@@ -174,11 +164,12 @@ def direct_engine_deployment_options(config: StackConfig) -> dict:
 
 def router_deployment_options(config: StackConfig) -> dict:
     """The router's options: no CPU reserved (it runs beside the proxy on any node); Ray
-    decides how many (one per node)."""
+    decides how many (per node); the settings are the ``user_config``."""
     return dict(
         name=ROUTER_DEPLOYMENT,
         max_ongoing_requests=ROUTER_MAX_ONGOING,
-        max_surge_percent=100,  # a redeploy starts the new routers before stopping the old
+        max_surge_percent=100,  # a restart (new code) starts the new routers before stopping the old
+        user_config=config.model_dump(mode="json"),
         ray_actor_options={"num_cpus": 0, "resources": dict(config.gateway.ray_resources),
                            "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                                                         **ROUTER_ON_ITS_LOOP}}},
@@ -199,7 +190,8 @@ def build_app(config: StackConfig) -> Application:
         engine = (_pinned(serve.deployment(EngineIngress).options(**direct_engine_deployment_options(config)),
                           config)
                   .bind(config.engine_replica_config(), config.app_name, ENGINE_DEPLOYMENT))
-        router = serve.deployment(RouterIngress).options(**router_deployment_options(config)).bind(config, engine)
+        router = (_pinned(serve.deployment(RouterIngress).options(**router_deployment_options(config)), config)
+                  .bind(engine, config.app_name))
         return engine._with_ingress_request_router(router)
     engine = (
         _pinned(serve.deployment(EngineReplica).options(**engine_deployment_options(config)), config)

@@ -6,6 +6,7 @@
     serving status | serving down | serving exec -- COMMAND...
     serving models list | serving models prepare NAME
     serving render --model NAME [--config stack.yaml] --target target.yaml --out DIR
+    serving drain --local --deployment engine|gateway --timeout-s S [--app NAME]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from serving.config.model_spec import Dtype, ModelCatalog
 from serving.config.stack import ENGINE_KINDS, KeyLimits, NullBackend, RoutingPolicyName, StackConfig
 from serving.errors import ConfigError, ServeoutError
 from serving.gateway.api_keys import KeyEntry, read_keys_file
+from serving.drain_local import add_drain_command
 from serving.manifests import add_render_command
 from serving.model_store import ModelStore, default_home, models_dir
 from serving.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
@@ -339,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("name")
     prep.set_defaults(func=cmd_models_prepare)
     add_render_command(sub, models_dir=models_dir)
+    add_drain_command(sub)
     return parser
 
 

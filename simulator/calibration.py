@@ -10,14 +10,15 @@ The step-time file (schema 1, written by ``benchmarks/step_time.py``)::
                 "num_seqs": int, "step_s": float}, ...]}
 
 The fit minimises the squared *relative* error of every step (each point counts the
-same whatever its length) over the six non-negative coefficients of
-:func:`simulator.step_time.predict`. ``max(memory, compute)`` makes it piecewise
-linear: each step is assigned to the bound that dominates under the current
-coefficients, the linear problem is solved (non-negative: a coefficient that comes out
+same whatever its length) over the non-negative coefficients of
+:func:`simulator.step_time.predict`. Its two rooflines (weights vs GEMM FLOPs, KV reads
+vs attention FLOPs) make it piecewise linear: each step is assigned, in each pair, to
+the bound that dominates under the current coefficients, the linear problem is solved (non-negative: a coefficient that comes out
 negative is dropped and the rest re-solved), and the two repeat until the assignment
 stops changing. Columns that are zero on every step (the all-reduce terms at TP 1) are
-not identifiable, nor is a column constant over every step other than the overhead's
-(the all-reduce count at one TP size cannot be told from the step overhead): their
+not identifiable, nor is a column outside the rooflines constant over every step other
+than the overhead's (the all-reduce count at one TP size cannot be told from the step
+overhead): their
 coefficients keep the profile's values (:func:`identifiable_columns`).
 """
 
@@ -37,7 +38,7 @@ from simulator.hardware import Efficiencies, Figure, HardwareProfile
 from simulator.step_time import FEATURES, StepTimeModel, predict
 
 MAX_ROUNDS = 50
-START_SCALES = (1.0, 1e-2, 1e2)  # memory coefficients (x the prior's) the free fit starts from
+START_SCALES = (1.0, 1e-2, 1e2)  # weights' and KV coefficients (x the prior's) the free fit starts from
 MEMORY_GRID = np.logspace(-2, 2, 81)  # multiples of the prior's memory coefficient
 MEMORY_TOLERANCE = 0.02  # relative squared error within which a larger memory share wins
 
@@ -111,25 +112,33 @@ def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         active.remove(min(negative, key=lambda i: x[i]))
 
 
+PAIRS = ((0, 1), (2, 3))  # the roofline pairs of :func:`simulator.step_time.predict` (the slower one binds)
+PAIRED = {i for pair in PAIRS for i in pair}
+
+
 def identifiable_columns(features: np.ndarray) -> list[int]:
-    """The columns of ``features`` a fit can determine (see the module docstring)."""
+    """The columns of ``features`` a fit can determine (see the module docstring): a
+    roofline column that is ever non-zero (the bound it loses to sets it apart), the
+    overhead, and any other column that varies."""
     overhead = FEATURES.index("overhead")
     return [i for i in range(len(FEATURES)) if np.any(features[:, i] > 0)
-            and (i == overhead or np.ptp(features[:, i]) > 0)]
+            and (i in PAIRED or i == overhead or np.ptp(features[:, i]) > 0)]
 
 
 def fit_coefficients(features: np.ndarray, step_s: np.ndarray, prior: np.ndarray) -> np.ndarray:
-    """The six coefficients minimising the relative error of ``predict(features, c)``
+    """The coefficients minimising the relative error of ``predict(features, c)``
     against ``step_s`` (``prior``: the start, and the value of unidentifiable ones).
 
-    When the free fit drops the memory term (the weights' read time is constant over
-    the steps, so it cannot be told from the fixed step overhead), the memory
-    coefficient is profiled: the rest is fitted with it fixed at each of
-    ``MEMORY_GRID`` multiples of the prior's, and the largest memory coefficient whose
-    error is within ``MEMORY_TOLERANCE`` of the best wins (decode is memory-bound)."""
+    When the free fit drops the weights' term (their read time is constant over the
+    steps, so it cannot be told from the fixed step overhead), the weights' coefficient
+    is profiled: the rest is fitted with it fixed at each of ``MEMORY_GRID`` multiples
+    of the prior's, and the largest whose error is within ``MEMORY_TOLERANCE`` of the
+    best wins (decode is memory-bound)."""
     if len(step_s) < 3:
         raise CalibrationError(f"{len(step_s)} steps are too few to fit (need at least 3)")
-    starts = [prior * np.where(np.arange(len(prior)) == 0, k, 1.0) for k in START_SCALES]  # the fit is piecewise
+    index = np.arange(len(prior))
+    starts = [prior * np.where(index == 0, k, 1.0) * np.where(index == 2, j, 1.0)
+              for k in START_SCALES for j in START_SCALES]  # the fit is piecewise: several starts
     free = min((_fit(features, step_s, start, memory=None) for start in starts),
                key=lambda c: float(np.sum(percentage_errors(features, step_s, c) ** 2)))
     if free[0] > 0 and free[1] > 0:
@@ -144,22 +153,23 @@ def fit_coefficients(features: np.ndarray, step_s: np.ndarray, prior: np.ndarray
 
 
 def _fit(features: np.ndarray, step_s: np.ndarray, prior: np.ndarray, memory: float | None) -> np.ndarray:
-    """The alternating fit of the module docstring; ``memory`` fixes the memory coefficient."""
+    """The alternating fit of the module docstring; ``memory`` fixes the weights' coefficient."""
     identifiable = identifiable_columns(features)
-    fixed = [i for i in range(2, len(FEATURES)) if i not in identifiable]
+    fixed = [i for i in range(len(FEATURES)) if i not in identifiable and i not in PAIRED]
     target = 1.0 - (features[:, fixed] @ prior[fixed]) / step_s
     coefficients = prior.astype(float).copy()
     if memory is not None:
         coefficients[0] = memory
-    memory_bound = None
+    assignment = None
     for _ in range(MAX_ROUNDS):
-        bound = features[:, 0] * coefficients[0] >= features[:, 1] * coefficients[1]
-        if memory_bound is not None and np.array_equal(bound, memory_bound):
+        bounds = [features[:, a] * coefficients[a] >= features[:, b] * coefficients[b] for a, b in PAIRS]
+        if assignment is not None and all(np.array_equal(x, y) for x, y in zip(bounds, assignment)):
             break
-        memory_bound = bound
+        assignment = bounds
         design = features.copy()
-        design[:, 0] = np.where(bound, features[:, 0], 0.0)
-        design[:, 1] = np.where(bound, 0.0, features[:, 1])
+        for (a, b), bound in zip(PAIRS, bounds):
+            design[:, a] = np.where(bound, features[:, a], 0.0)
+            design[:, b] = np.where(bound, 0.0, features[:, b])
         goal = target
         if memory is not None:
             goal = target - design[:, 0] * memory / step_s
@@ -175,16 +185,19 @@ def percentage_errors(features: np.ndarray, step_s: np.ndarray, coefficients: np
     return (predict(features, coefficients) - step_s) / step_s * 100.0
 
 
+SHARES = 5  # the first five coefficients are 1 / a share (memory, compute, KV, attention, network)
+UNITS = (1e6, 1e6, 1e3, 1e6)  # the rest: seconds -> us, us, ms, us
+
+
 def fitted_efficiencies(coefficients: np.ndarray, prior: Efficiencies, source: str,
                         fitted: set[int]) -> Efficiencies:
     """The coefficients as an :class:`Efficiencies` (fitted ones cite ``source``)."""
-    values = (1 / coefficients[0], 1 / coefficients[1], 1 / coefficients[2] if coefficients[2] else 0.0,
-              coefficients[3] * 1e6, coefficients[4] * 1e3, coefficients[5] * 1e6)
-    old = [getattr(prior, name) for name in Efficiencies.model_fields]
-    return Efficiencies(**{
-        name: Figure(value=float(v), source=source, assumed=False) if i in fitted else o
-        for i, (name, v, o) in enumerate(zip(Efficiencies.model_fields, values, old))
-    })
+    values = [1 / c if c else 0.0 for c in coefficients[:SHARES]] + [
+        c * unit for c, unit in zip(coefficients[SHARES:], UNITS)]
+    names = [n for n in Efficiencies.model_fields if n not in ("fp8_memory", "kv_heads_half")]  # one per coefficient
+    return prior.model_copy(update={
+        name: Figure(value=float(v), source=source, assumed=False)
+        for i, (name, v) in enumerate(zip(names, values)) if i in fitted})
 
 
 def write_profile(profile: HardwareProfile, path: Path) -> None:

@@ -5,6 +5,7 @@ replicas behind serveout's router.
         --tensor-parallel 4 --routing least-loaded --profile poisson:rate=50 \\
         --workload random:input_len=1024,output_len=256 --duration 1h --out results/sim
     python -m simulator calibrate STEP_TIMES.json --hardware cpu --out simulator/hardware/cpu-fitted.yaml
+    python -m simulator calibrate --quick     # fit THIS machine's cpu profile (in-process vLLM engine, no Ray)
     python -m simulator hardware              # the profiles and their assumed constants
 
 ``run`` takes every load option of ``loadtest run`` (``--profile``, ``--workload``,
@@ -44,11 +45,38 @@ def _autoscale(text: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
+LOAD_OPTIONS = ("--profile", "--workload", "--duration", "--requests", "--warmup", "--cooldown", "--slo", "--seed",
+                "--tokenizer", "--prompt-pool", "--endpoint", "--timeout", "--time-limit", "--no-exact-output",
+                "--out", "--reports", "--label", "--quiet")  # what a simulation reads of `loadtest run`'s options
+
+
+def plain(text: str) -> str:
+    """Help text without reStructuredText's double backticks."""
+    return text.replace("``", "")
+
+
+def load_options_epilog() -> str:
+    """The load options ``run`` and ``replay`` pass to ``loadtest run``'s own parser, as help text."""
+    runner = next(a for a in loadtest_parser()._subparsers._group_actions).choices["run"]
+    lines = ["load options (parsed by `loadtest run`'s parser, same meaning; its other options are accepted and "
+             "have no effect on a simulation):"]
+    actions = {option: action for action in runner._actions for option in action.option_strings}
+    for action in (actions[name] for name in LOAD_OPTIONS if name in actions):
+        flag = ", ".join(action.option_strings) + (f" {action.metavar or action.dest.upper()}" if action.nargs != 0
+                                                   else "")
+        help_text = plain(action.help or "see `loadtest run --help`")
+        help_text = help_text.replace("%(default)s", str(action.default)).replace("%%", "%")
+        lines.append(f"  {flag:<30} {help_text}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="simulator", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="simulator", description=plain(__doc__.splitlines()[0]))
     sub = parser.add_subparsers(dest="command", required=True)
+    epilog = load_options_epilog()
     run = sub.add_parser("run", help="simulate a load test against a cluster (plus every load option of "
-                                     "`loadtest run`)")
+                                     "`loadtest run`)", epilog=epilog,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--hardware", required=True, help="a profile name (see `simulator hardware`) or YAML path")
     run.add_argument("--model", default="smollm2-135m-instruct", help="a model spec name (default: %(default)s)")
     run.add_argument("--replicas", type=int, default=1, help="engine replicas (autoscaling: the initial count)")
@@ -60,21 +88,29 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-num-seqs", type=int, default=None, help="engine max_num_seqs (default: the spec's)")
     run.add_argument("--replica-start", type=float, default=None, metavar="SECONDS",
                      help="a new replica's start time (default: the hardware profile's)")
+    run.add_argument("--quantization", choices=["fp8"], default=None, help="fp8 weights (default: the spec's dtype)")
+    run.add_argument("--kv-cache-dtype", choices=["auto", "fp8"], default="auto",
+                     help="KV cache element type (default: %(default)s, the model's dtype)")
     run.add_argument("--session-header", action="store_true",
                      help="requests carry their session id (for the session policy)")
     run.add_argument("--models-dir", type=Path, default=REPO / "models")
 
     calibrate = sub.add_parser("calibrate", help="fit a hardware profile's efficiencies to measured step times")
-    calibrate.add_argument("step_times", type=Path, help="a step-time JSON file (schema: docs/simulator.md)")
+    calibrate.add_argument("step_times", type=Path, nargs="?", help="a step-time JSON file (schema: docs/simulator.md)")
+    calibrate.add_argument("--quick", action="store_true",
+                           help="fit THIS machine: measure its bandwidth and peak, time an in-process vLLM engine's "
+                                "steps (benchmarks.step_time --quick, no Ray) and fit the cpu profile (a few minutes)")
     calibrate.add_argument("--hardware", default=None, help="the profile to fit (default: the file's)")
-    calibrate.add_argument("--out", type=Path, required=True, help="where the fitted profile YAML goes")
+    calibrate.add_argument("--out", type=Path, default=None,
+                           help="where the fitted profile YAML goes (default with --quick: results/cpu-fitted.yaml)")
     calibrate.add_argument("--models-dir", type=Path, default=REPO / "models")
 
     sub.add_parser("hardware", help="list the hardware profiles and their assumed constants")
 
     replay = sub.add_parser("replay", help="one load (e.g. --profile day:...) autoscaled vs static replica counts: "
                                            "GPU-hours, SLO attainment, scale-up lag (plus the load options of "
-                                           "`loadtest run`)")
+                                           "`loadtest run`)", epilog=epilog,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     replay.add_argument("--hardware", required=True, help="a profile name (see `simulator hardware`) or YAML path")
     replay.add_argument("--stack", type=Path, default=None,
                         help="a stack file whose model, autoscaling policy, routing and gateway bound to use")
@@ -123,6 +159,7 @@ def simulation_config(args: argparse.Namespace) -> SimulationConfig:
             hardware=args.hardware, model=args.model, replicas=args.replicas, tensor_parallel=args.tensor_parallel,
             routing=RoutingSpec(policy=policy), autoscaling=autoscaling, engine=engine,
             replica_start_s=args.replica_start, send_session_id=args.session_header, models_dir=args.models_dir,
+            quantization=getattr(args, "quantization", None), kv_cache_dtype=getattr(args, "kv_cache_dtype", "auto"),
             **extra)
     except ServingConfigError as exc:
         raise SimulationConfigError(str(exc)) from None
@@ -133,7 +170,9 @@ def simulation_config(args: argparse.Namespace) -> SimulationConfig:
 
 def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     from loadtest.reports.table import summary_renderable
+    from simulator.accuracy import band_for, margin_flags, simulated_label
     from simulator.engine import replica_setup
+    from simulator.machine import cpu_mismatch
     from simulator.simulate import simulate, write_simulation
 
     sim = simulation_config(args)
@@ -158,6 +197,12 @@ def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     reports = tuple(p.strip() for p in load_args.reports.split(",")) if load_args.reports else None
     write_simulation(result, out, reports)
     console.print(summary_renderable(result.summary))
+    if mismatch := cpu_mismatch(result.setup.hardware):
+        console.print(f"[bold yellow]warning:[/] {mismatch}")
+    band = band_for(sim.hardware)
+    console.print(f"[bold yellow]{simulated_label(sim.hardware, band)}[/]")
+    for flag in margin_flags(result.summary.headline.slo.objectives, band):
+        console.print(f"[yellow]near the limit:[/] {flag}")
     figures = result.stages[result.summary.headline_stage]
     console.print(f"simulated in {result.wall_s:.1f} s; {figures.gpu_hours:.2f} GPU-hours; "
                   f"{figures.preemptions} preemptions; results: {out}")
@@ -169,10 +214,19 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from simulator.engine import load_model
     from simulator.hardware import load_hardware
 
+    if args.quick == (args.step_times is not None):
+        raise SimulationConfigError("calibrate takes a step-time file or --quick (to measure this machine), one of them")
+    if args.quick:
+        args.step_times, hardware = quick_measurements(args.hardware or "cpu", console)
+        args.out = args.out or REPO / "results" / "cpu-fitted.yaml"
+    elif args.out is None:
+        raise SimulationConfigError("--out is needed: where the fitted profile goes")
     times = load_step_times(args.step_times)
     spec = load_model(times.model, args.models_dir)
-    fit = fit_profile(times, load_hardware(args.hardware or times.hardware), spec.architecture,
-                      file_name=args.step_times.name)
+    if not args.quick:
+        hardware = load_hardware(args.hardware or times.hardware)
+    fit = fit_profile(times, hardware, spec.architecture, file_name=args.step_times.name)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     write_profile(fit.profile, args.out)
     table = Table(title=f"step times: measured vs fitted ({len(fit.step_s)} steps)", title_justify="left")
     for col in ("prefill", "decode", "context", "seqs", "measured ms", "fitted ms", "error"):
@@ -183,9 +237,34 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
                       f"{measured * 1e3:.2f}", f"{fitted * 1e3:.2f}", f"{error:+.1f}%")
     console.print(table)
     for name, figure in fit.profile.efficiency:
+        if figure is None:
+            continue
         console.print(f"{name}: {figure.value:.4g}{'' if not figure.assumed else ' (assumed, not fitted)'}")
     console.print(f"MAPE {fit.mape:.1f}% over {len(fit.step_s)} steps; fitted profile: {args.out}")
     return ExitCode.OK
+
+
+def quick_measurements(name: str, console: Console):
+    """``calibrate --quick``: this machine's bandwidth and float32 peak (numpy), then the
+    step times of an in-process vLLM engine (a child process: ``benchmarks.step_time
+    --quick``, no Ray, no HTTP); returns the step-time file and the profile to fit, its
+    measured figures replaced and ``fitted_on_cpu`` this CPU."""
+    import subprocess
+
+    from simulator.hardware import Figure, load_hardware
+    from simulator.machine import cpu_model
+    from simulator.measure_cpu import matmul_tflops, memory_bandwidth_gbps
+
+    base, here = load_hardware(name), cpu_model()
+    bandwidth, peak = memory_bandwidth_gbps(), matmul_tflops()
+    console.print(f"{here}: {bandwidth:.1f} GB/s, {peak:.4f} float32 TFLOP/s; timing an in-process vLLM engine's steps")
+    out = REPO / "results" / "step_times-cpu-quick.json"
+    subprocess.run([sys.executable, "-m", "benchmarks.step_time", "--quick", "--out", str(out)], cwd=REPO, check=True)
+    source = f"measured: python -m simulator calibrate --quick on {here} ({time.strftime('%Y-%m-%d')})"
+    peaks = {**base.peak_tflops, "float32": Figure(value=round(peak, 4), source=source)}
+    return out, base.model_copy(update={
+        "memory_bandwidth_gbps": Figure(value=round(bandwidth, 1), source=source), "peak_tflops": peaks,
+        "fitted_on_cpu": here, "description": f"{base.description} (refitted on {here})"})
 
 
 def cmd_replay(args: argparse.Namespace, rest: list[str], console: Console) -> int:

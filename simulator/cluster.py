@@ -11,7 +11,11 @@ requests past the gateway's bound into 429s; :class:`ServeAutoscaler` applies
 first ranked replica with fewer than ``max_ongoing`` requests, else waits at the handle
 until one finishes. The client side is ``loadtest run``'s: open-loop arrivals from the
 same schedule (at most ``max_concurrency`` sessions in flight; a late start is
-recorded as such), or closed-loop users; a failed turn ends its session.
+recorded as such), or closed-loop users; a failed turn ends its session. Each request's
+serving path (what the HTTP proxy, gateway and Ray hops add to its first token and its
+end) varies around the profile's mean (``serving_path_sigma``), so closed-loop users
+that start together drift apart over their turns, as real ones do, instead of arriving,
+prefilling and finishing in lock-step.
 """
 
 from __future__ import annotations
@@ -104,6 +108,9 @@ class ClusterSim:
         self.heap: list[tuple] = []
         self.counter = itertools.count()
         rng = random.Random(seed)
+        self._path_rng = random.Random(seed + 1)  # each request's serving path (users drift apart, as real ones)
+        self._path_mean = setup.hardware.serving_path_s
+        self._path_sigma = setup.hardware.path_sigma
         self.core = RoutingCore(build_policy(sim.routing, rng=rng), RouterMetrics("engine"), rng=rng)
         self.admission = AdmissionController(sim.max_in_flight, clock=lambda: self.now)
         self.autoscaler = ServeAutoscaler(sim.autoscaling) if sim.autoscaling.enabled else None
@@ -298,7 +305,7 @@ class ClusterSim:
     def _complete(self, host: Host, seq: Seq) -> None:
         f, _ = host.flights.pop(seq.rid)
         times = host.replica.token_times(seq)
-        path = self.setup.hardware.serving_path_s  # the HTTP proxy, gateway and Ray hops
+        path = self._serving_path()  # the HTTP proxy, gateway and Ray hops
         e2e = float(times[-1]) + path - f.start
         timeout = self.config.target.request_timeout_s
         if e2e > timeout:
@@ -314,6 +321,13 @@ class ClusterSim:
         self.core.on_finished(str(f.rid))
         self.in_flight -= 1
         self.push(self.now + path, ANSWERED, (f.user, f.session, f.turn, e2e <= timeout))
+
+    def _serving_path(self) -> float:
+        """One request's serving path: the profile's mean times a mean-1 lognormal factor."""
+        if not self._path_mean or not self._path_sigma:
+            return self._path_mean
+        sigma = self._path_sigma
+        return self._path_mean * self._path_rng.lognormvariate(-sigma * sigma / 2, sigma)
 
     def _on_answered(self, payload) -> None:
         """The client has the answer's end (the serving path after the engine's last token)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +31,9 @@ class SimulationConfig(BaseModel):
     max_ongoing_requests: int | None = Field(None, ge=1, description="per replica; None = max_num_seqs")
     engine: EngineSettings | None = None
     replica_start_s: float | None = Field(None, ge=0, description="None = the hardware profile's")
+    quantization: Literal["fp8"] | None = Field(
+        None, description="fp8: weights in one byte per decoder parameter, GEMMs at the fp8 peak")
+    kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="fp8: one byte per KV element")
     send_session_id: bool = Field(
         False, description="requests carry their session id (`loadtest run` sends none today)")
     models_dir: Path = REPO / "models"
@@ -39,4 +43,6 @@ class SimulationConfig(BaseModel):
         scale = (f"{self.autoscaling.min_replicas}..{self.autoscaling.max_replicas}" if self.autoscaling.enabled
                  else str(self.replicas))
         tp = f" TP{self.tensor_parallel}" if self.tensor_parallel else ""
+        tp += " fp8" if self.quantization else ""
+        tp += " fp8-KV" if self.kv_cache_dtype == "fp8" else ""
         return f"simulated {self.model} on {self.hardware}: {scale} replica(s){tp}, {self.routing.policy}"

@@ -56,12 +56,13 @@ def load_model(name: str, models_dir: Path) -> ModelSpec:
 def kv_blocks(spec: ModelSpec, hardware: HardwareProfile, engine: EngineSettings, model: StepTimeModel,
               block_size: int) -> int:
     """KV blocks of one replica: vLLM-CPU's ``kv_cache_space_gib`` per rank, or on a GPU
-    memory x ``gpu_memory_utilization`` minus the weights (activations not deducted)."""
+    memory x ``gpu_memory_utilization`` minus the weights and the profile's
+    ``reserved_gb`` (activations, CUDA graphs, communication buffers)."""
     per_block = model.kv_bytes_per_token * block_size
     if hardware.kind is HardwareKind.CPU:
         space = engine.kv_cache_space_gib * GIB
     else:
-        space = hardware.memory_gb.value * 1e9 * engine.gpu_memory_utilization - model.weight_bytes
+        space = hardware.memory_gb.value * 1e9 * engine.gpu_memory_utilization - model.weight_bytes - hardware.reserved_bytes
     blocks = int(space // per_block)
     if blocks < math.ceil(spec.max_model_len / block_size):
         raise SimulationConfigError(
@@ -82,7 +83,7 @@ def replica_setup(sim: SimulationConfig) -> ReplicaSetup:
     most = sim.autoscaling.max_replicas if sim.autoscaling.enabled else sim.replicas
     ranks = most * tp
     step_model = StepTimeModel(spec.architecture, hardware, tensor_parallel=tp, dtype=str(spec.dtype),
-                               ranks_on_node=ranks, slowdown=hardware.step_slowdown,
+                               quantization=sim.quantization, kv_cache_dtype=sim.kv_cache_dtype, ranks_on_node=ranks, slowdown=hardware.step_slowdown,
                                seq_s=hardware.step_seq_s, noise=hardware.step_noise)
     block_size = engine.block_size or hardware.defaults.block_size
     batched = engine.max_num_batched_tokens or hardware.defaults.max_num_batched_tokens * (

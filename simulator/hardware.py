@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulator.errors import SimulationConfigError
 
 HARDWARE_DIR = Path(__file__).resolve().parent / "hardware"
+DEFAULT_PATH_SIGMA = 0.25  # assumed: the spread of one request's serving path around its mean (docs/simulator.md)
 
 
 class _Strict(BaseModel):
@@ -39,12 +40,44 @@ class HardwareKind(enum.StrEnum):
 class Efficiencies(_Strict):
     """The fitted constants of the step-time model (docs/simulator.md, "Step time")."""
 
-    memory: Figure = Field(description="share of memory bandwidth reached")
-    compute: Figure = Field(description="share of peak FLOP/s reached")
+    memory: Figure = Field(description="share of memory bandwidth the weights' GEMMs reach")
+    compute: Figure = Field(description="share of peak FLOP/s the GEMMs reach")
+    kv_memory: Figure | None = Field(
+        None, description="share of memory bandwidth attention's KV reads reach; none: as `memory`")
+    kv_heads_half: Figure | None = Field(
+        None, description="KV heads per rank at which attention's KV reads reach half of `kv_memory` (a rank "
+                          "with few heads leaves the GPU's SMs idle); none: 0, every rank reaches the share")
+    attention: Figure | None = Field(
+        None, description="share of peak FLOP/s attention reaches; none: as `compute`")
+    fp8_memory: Figure | None = Field(
+        None, description="share of memory bandwidth fp8 weights' GEMMs reach (dynamic activation "
+                          "quantisation, scaled GEMMs); none: as `memory`")
     network: Figure = Field(description="share of interconnect bandwidth reached by all-reduces")
-    allreduce_latency_us: Figure = Field(description="fixed cost of one all-reduce")
+    allreduce_latency_us: Figure = Field(description="fixed cost of one all-reduce (at 2 ranks)")
+    allreduce_latency_per_rank_us: Figure | None = Field(
+        None, description="what each rank past 2 adds to an all-reduce's fixed cost; none: 0")
     step_overhead_ms: Figure = Field(description="fixed cost of one engine step")
     seq_overhead_us: Figure = Field(description="cost per scheduled sequence per step")
+
+    @property
+    def kv_memory_share(self) -> float:
+        return (self.kv_memory or self.memory).value
+
+    @property
+    def kv_heads_half_value(self) -> float:
+        return self.kv_heads_half.value if self.kv_heads_half else 0.0
+
+    @property
+    def fp8_memory_share(self) -> float:
+        return (self.fp8_memory or self.memory).value
+
+    @property
+    def attention_share(self) -> float:
+        return (self.attention or self.compute).value
+
+    @property
+    def allreduce_rank_us(self) -> float:
+        return self.allreduce_latency_per_rank_us.value if self.allreduce_latency_per_rank_us else 0.0
 
 
 class EngineDefaults(_Strict):
@@ -61,14 +94,29 @@ class HardwareProfile(_Strict):
     description: str = ""
     kind: HardwareKind
     cores: int | None = Field(None, ge=1, description="CPU only: cores the figures were measured on")
+    fitted_on_cpu: str | None = Field(
+        None, description="CPU only: the CPU model (/proc/cpuinfo) the constants were fitted on; the simulator "
+                          "warns on another")
+    serving_path_cpu_us_per_token: Figure | None = Field(
+        None, description="CPU the serving path (proxy, gateway, streaming) spends per streamed token; on a CPU "
+                          "box it competes with the engine for the cores, on a GPU node it takes spare host cores")
+    serving_path_cpu_us_per_request: Figure | None = Field(
+        None, description="CPU the serving path spends per request (parse, tokenise, route, admit), as above")
     memory_gb: Figure
     memory_bandwidth_gbps: Figure
     peak_tflops: dict[str, Figure] = Field(description="dense peak by dtype name")
     interconnect_gbps: Figure = Field(description="between TP ranks, both directions together")
     replica_start_s: Figure = Field(description="a new replica's time to ready (weights, warm-up)")
+    reserved_gb: Figure | None = Field(
+        None, description="GPU: memory per rank held besides weights and KV cache (activations, CUDA graphs, "
+                          "communication buffers); none: 0")
     serving_path_ms: Figure | None = Field(
         None, description="what the serving path (HTTP proxy, gateway, Ray hops) adds to a request's first "
                           "token and end, on this hardware's hosts; none: 0")
+    serving_path_sigma: Figure | None = Field(
+        None, description="sigma of a mean-1 lognormal factor on each request's serving path (real requests' "
+                          "paths differ: client, network, the gateway's event loop; it is what makes closed-loop "
+                          "users drift apart); none: DEFAULT_PATH_SIGMA")
     in_stack_slowdown: Figure | None = Field(
         None, description="engine steps inside the serving stack: their fixed costs (step and sequence "
                           "overheads) take this many times the step-time model's (on a CPU the serving path and "
@@ -111,8 +159,16 @@ class HardwareProfile(_Strict):
         return self.in_stack_noise.value if self.in_stack_noise else 0.0
 
     @property
+    def reserved_bytes(self) -> float:
+        return self.reserved_gb.value * 1e9 if self.reserved_gb else 0.0
+
+    @property
     def serving_path_s(self) -> float:
         return self.serving_path_ms.value / 1e3 if self.serving_path_ms else 0.0
+
+    @property
+    def path_sigma(self) -> float:
+        return self.serving_path_sigma.value if self.serving_path_sigma else DEFAULT_PATH_SIGMA
 
     def rank_share(self, ranks: int) -> float:
         """The share of the profile's figures one of ``ranks`` ranks gets (GPU: each rank

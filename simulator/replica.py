@@ -212,7 +212,8 @@ class Replica:
             return None
         prefill = sum(c for _, c in chunks)
         context = self.key_sum + self.n_dec * s + sum(seq.computed for seq, _ in chunks)
-        shape = StepShape(prefill, self.n_dec, context, self.n_dec + len(chunks))
+        shape = StepShape(prefill, self.n_dec, context, self.n_dec + len(chunks),
+                          float(sum(seq.computed * chunk for seq, chunk in chunks)))
         self._span = None
         self._step_end = self.now + self.model.step_time(shape)
         return self._step_end

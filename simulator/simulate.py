@@ -35,9 +35,11 @@ from loadtest.config import LoadTestConfig
 from loadtest.profiles import StageOutcome, StagePlan
 from loadtest.reports import write_reports
 from loadtest.run.orchestrator import StageResult, summarise_run
+from simulator.accuracy import band_for
 from simulator.cluster import ClusterSim, StageRun
 from simulator.config import SimulationConfig
 from simulator.engine import ReplicaSetup, replica_setup
+from simulator.machine import cpu_mismatch
 from simulator.traffic import StageTraffic, TrafficCache, stage_traffic, tokenizer_loader
 
 SIMULATED_WARNING = "SIMULATED, not measured: {label} (simulator figures: simulation.json)"
@@ -110,6 +112,7 @@ class SimulationResult:
             "config": self.sim.model_dump(mode="json"),
             "hardware": setup.hardware.name,
             "assumed_constants": setup.hardware.assumptions(),
+            "accuracy": band.model_dump(mode="json") if (band := band_for(self.sim.hardware)) else None,
             "tensor_parallel": setup.tensor_parallel,
             "kv_cache_tokens_per_replica": setup.kv_tokens,
             "block_size": setup.block_size,
@@ -184,6 +187,8 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
                             generator=GeneratorReport(), max_error_rate=config.profile.max_error_rate,
                             duration_s=config.duration_s, max_requests=config.max_requests)
         warnings = [SIMULATED_WARNING.format(label=config.label)] if not results else []
+        if not results and (mismatch := cpu_mismatch(setup.hardware)):
+            warnings.append(mismatch)
         if fallback_warning and not results:
             warnings.append(fallback_warning)
         if run.session_wraps:

@@ -31,7 +31,7 @@ from sweep.commands.run import add_run_arguments, cmd_run
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sweep", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="sweep", description=__doc__.splitlines()[0].replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
     running = sub.add_parser("run", help="deploy candidate configurations and find the cheapest meeting the SLO")
     add_run_arguments(running)

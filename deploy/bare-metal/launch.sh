@@ -2,11 +2,16 @@
 # Multi-node serveout on bare VMs, without Kubernetes: one Ray head, N workers, and
 # the Serve config rendered by `serving render` (serve-config.yaml).
 #
-#   launch.sh head                      on the head VM (its GPUs/CPUs take engine replicas too)
-#   launch.sh worker HEAD_ADDRESS       on each other GPU/CPU VM, e.g. 10.0.0.10
-#   launch.sh deploy SERVE_CONFIG       on the head, once the workers joined
-#   launch.sh status                    on the head
-#   launch.sh stop                      on any VM (`ray stop`: every Ray process of this user)
+#   RAY_ENV=ray-env.sh launch.sh head      on the head VM (its GPUs/CPUs take engine replicas too)
+#   RAY_ENV=ray-env.sh launch.sh worker HEAD_ADDRESS   on each other VM, e.g. 10.0.0.10
+#   launch.sh deploy SERVE_CONFIG          on the head, once the workers joined
+#   launch.sh status                       on the head
+#   launch.sh stop                         on any VM (`ray stop`: every Ray process of this user)
+#
+# RAY_ENV names the ray-env.sh that `serving render` wrote next to serve-config.yaml: the
+# Serve settings (HAProxy ingress, routers per node, HAProxy threads) every Ray process
+# reads once, at start. `head` and `worker` source it before `ray start` and refuse to
+# start without it; render again and restart Ray on every VM when it changes.
 #
 # Ray runs with token authentication (RAY_AUTH_MODE=token): `head` creates the token in
 # ~/.ray/auth_token unless one is configured; copy that file to the same path on every
@@ -27,6 +32,7 @@
 #
 # UNTESTED on multiple machines (the project's machines are single 2-core boxes that
 # must not start a multi-node Ray cluster). Environment:
+#   RAY_ENV       the rendered ray-env.sh (required by head and worker)
 #   RAY           the `ray` executable (default: ray on PATH)
 #   SERVE         the `serve` executable (default: serve on PATH)
 #   GCS_PORT      head GCS port (default 6379)
@@ -63,6 +69,18 @@ usage() {
   exit 2
 }
 
+load_serve_env() {
+  if [[ -z "${RAY_ENV:-}" || ! -f "$RAY_ENV" ]]; then
+    echo "RAY_ENV must name the ray-env.sh rendered with serve-config.yaml (serving render): the Serve" \
+      "settings every Ray process reads at start" >&2
+    exit 2
+  fi
+  set -a
+  # shellcheck source=/dev/null
+  . "$RAY_ENV"
+  set +a
+}
+
 require_token() {
   if [[ -z "${RAY_AUTH_TOKEN:-}" && -z "${RAY_AUTH_TOKEN_PATH:-}" && ! -s "$HOME/.ray/auth_token" ]]; then
     echo "no Ray token on this VM: copy the head's ~/.ray/auth_token to $HOME/.ray/auth_token" \
@@ -94,6 +112,7 @@ offer_gateways() {
 cmd="${1:-}"
 case "$cmd" in
   head)
+    load_serve_env
     require_driver
     offer_gateways
     # GCS, Serve controller and gateway need no CPU reservation (num_cpus=0), so the head's
@@ -111,6 +130,7 @@ case "$cmd" in
     ;;
   worker)
     [[ $# -eq 2 ]] || usage
+    load_serve_env
     require_token
     require_driver
     offer_gateways

@@ -5,7 +5,9 @@ It answers every request with ``max_tokens`` copies of a fixed short word per ch
 first ``ttft_s`` after the request starts running, then ``tokens_per_s`` per stream
 (0 = as fast as possible; tokens follow an absolute schedule, so a late event loop
 catches up instead of drifting). It chunks like vLLM's ``stream_interval``: the first
-token alone, then ``stream_interval`` tokens per chunk, the rest in the last one.
+token alone, then ``stream_interval`` tokens per chunk, the rest in the last one; and
+like vLLM's output collector, a paced stream whose reader falls behind gets every
+token already due in one chunk (as fast as possible: one chunk per event-loop turn).
 Every choice finishes with ``"length"``: stop strings, EOS and the other sampling
 fields are ignored (there is no model to stop). Usage is honest: prompt tokens are
 the request's token ids, completion tokens what was streamed.
@@ -49,6 +51,14 @@ def chunk_sizes(max_tokens: int, stream_interval: int) -> list[int]:
         sizes.append(min(stream_interval, left))
         left -= sizes[-1]
     return sizes
+
+
+def tokens_due(elapsed_s: float, backend: NullBackend) -> int:
+    """How many tokens are due ``elapsed_s`` after the request started running (pure;
+    paced streams only)."""
+    if elapsed_s < backend.ttft_s:
+        return 0
+    return int((elapsed_s - backend.ttft_s) * backend.tokens_per_s + 1e-9) + 1
 
 
 def token_due_s(token_index: int, backend: NullBackend) -> float:
@@ -138,14 +148,22 @@ class NullEngine:
             n = request.sampling.n
             prompt_tokens = len(request.prompt_token_ids)
             self._prompt_tokens += prompt_tokens
-            sizes = chunk_sizes(request.sampling.max_tokens, self._stream_interval)
+            total = request.sampling.max_tokens
+            sizes = chunk_sizes(total, self._stream_interval)
             started = self._clock()
-            sent = 0
-            for i, size in enumerate(sizes):
-                last = i == len(sizes) - 1
+            sent, i = 0, 0
+            while i < len(sizes):
+                size = sizes[i]
                 due = started + token_due_s(max(sent + size - 1, 0), self._backend)
                 # Sleeping 0 still yields: an as-fast-as-possible stream never starves the others.
                 await self._sleep(max(due - self._clock(), 0.0))
+                if self._backend.tokens_per_s > 0 and i > 0:  # a late reader gets every token due
+                    ready = min(total, tokens_due(self._clock() - started, self._backend))
+                    while i + 1 < len(sizes) and sent + size + sizes[i + 1] <= ready:
+                        i += 1
+                        size += sizes[i]
+                last = i == len(sizes) - 1
+                i += 1
                 sent += size
                 self._generation_tokens += n * size
                 deltas = tuple(

@@ -114,12 +114,14 @@ class EngineReplica:
             self._leave()
             raise
 
-    async def pids(self) -> dict[str, int | list[int]]:
-        """This replica's process id and its engine core processes' (for fault tests)."""
+    async def pids(self) -> dict[str, int | list[int] | bool]:
+        """This replica's process id, its engine core processes' and whether its engine
+        died (for fault tests)."""
         children = psutil.Process().children(recursive=True)
         return {
             "replica": os.getpid(),
             "engine_core": [p.pid for p in children if _is_engine_core(p)],
+            "engine_dead": self._engine.dead,
         }
 
     def _watch(self) -> None:
@@ -141,6 +143,7 @@ class EngineReplica:
 
     async def _exit_soon(self) -> None:
         await asyncio.sleep(EXIT_GRACE_S)
+        await self._before_exit()
         try:
             await asyncio.wait_for(asyncio.to_thread(self._engine.shutdown), SHUTDOWN_TIMEOUT_S)
         except Exception:  # the engine is dead anyway: never let it keep the actor alive
@@ -150,6 +153,9 @@ class EngineReplica:
         except Exception:
             log.exception("ray.kill of replica %s failed; exiting the process", self.replica_id)
             os._exit(1)
+
+    async def _before_exit(self) -> None:
+        """What a replica whose engine died finishes before it exits (nothing here)."""
 
     def record_routing_stats(self) -> dict:
         return self._engine.stats().to_dict()

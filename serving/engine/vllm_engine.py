@@ -89,7 +89,7 @@ class VllmEngine:
     def __init__(self, args: AsyncEngineArgs, replica_id: str) -> None:
         self._replica_id = replica_id
         self._recorder = EngineStatsRecorder(replica_id)
-        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[self._recorder.factory])
+        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=self._recorder.stat_loggers)
 
     @property
     def dead(self) -> bool:

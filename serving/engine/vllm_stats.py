@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from vllm.v1.metrics.loggers import StatLoggerBase
+from vllm.v1.metrics.loggers import PrometheusStatLogger, StatLoggerBase
 
 from serving.engine.protocol import EngineStats
 
@@ -27,6 +27,16 @@ class EngineStatsRecorder:
 
     def factory(self, vllm_config, engine_index: int = 0) -> StatLoggerBase:
         return _RecorderLogger(self)
+
+    @property
+    def stat_loggers(self) -> list:
+        """What vLLM's ``stat_loggers`` takes: this recorder, and no Prometheus logger.
+
+        vLLM adds its own ``PrometheusStatLogger`` unless one is given. Its histograms
+        observe every output token (inter-token latency) and every request, in the replica
+        process; serveout's gateway measures those figures itself and exports the engine's
+        load as ``serveout_engine_*``, so vLLM's is replaced by one that records nothing."""
+        return [self.factory, _NoPrometheus]
 
     def _record(self, scheduler_stats, iteration_stats) -> None:
         s = self._stats
@@ -57,4 +67,23 @@ class _RecorderLogger(StatLoggerBase):
         self._recorder._record(scheduler_stats, iteration_stats)
 
     def log_engine_initialized(self) -> None:
+        pass
+
+
+class _NoPrometheus(PrometheusStatLogger):
+    """Takes the place of vLLM's Prometheus logger: no ``vllm:`` series, no per-token cost."""
+
+    def __init__(self, vllm_config, engine_indexes: list[int] | None = None) -> None:  # noqa: D107
+        self.engine_indexes = engine_indexes or [0]
+
+    def record(self, *args, **kwargs) -> None:
+        pass
+
+    def record_admission_rejection(self, reason: str) -> None:
+        pass
+
+    def log_engine_initialized(self) -> None:
+        pass
+
+    def log(self) -> None:
         pass

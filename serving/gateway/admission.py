@@ -73,6 +73,13 @@ class AdmissionController:
         self.app_limit, self.retry_after_s, self.active_window_s = limit, retry_after_s, active_window_s
         self.limit = share_of(limit, self.gateways)
 
+    def retain_keys(self, names) -> None:
+        """Forget keys that can no longer send (the keys file changed): a key that is gone
+        must not keep a share of the bound for ``active_window_s``."""
+        keep = set(names)
+        for key in [k for k in self._seen if k not in keep and not self._per_key.get(k)]:
+            del self._seen[key]
+
     def set_gateways(self, gateways: int) -> None:
         """Admit this replica's share of the app's bound among ``gateways`` from now on
         (requests in flight stay; a smaller share only refuses new ones)."""

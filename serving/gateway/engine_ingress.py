@@ -14,8 +14,9 @@ body was too large for the router to read, the side channel dropped it) the repl
 plans the request itself. When a planned request ends the replica tells the router, so
 its load view stays exact.
 
-A replica whose engine died answers 503 before the first byte; HAProxy retries such a
-request on another replica (``retry-on 503``), and the router stops choosing this one.
+A replica whose engine died sends each request that has had no byte yet to another
+replica through the engine deployment's handle (the one hop a token takes only on this
+path), tells the routers (which stop choosing it), and exits once those requests end.
 Its ``/metrics`` shows its own engine's stats (the ``serveout_engine_*`` series),
 refreshed every ``stats_period_s``.
 
@@ -39,6 +40,7 @@ from serving.engine.protocol import GenerationChunk, GenerationRequest
 from serving.engine.replica import EngineReplica
 from serving.errors import EngineError, RequestError
 from serving.gateway.core import GatewayCore
+from serving.gateway.engine_client import EngineClient, ServeHandleEngineClient
 from serving.gateway.plan_store import PlanStore
 from serving.gateway.plans import Done, Plan, PlanCodec
 from serving.gateway.side_channel import Inbox, Outbox
@@ -47,23 +49,32 @@ from serving.routing.metrics import RouterMetrics, routing_collector
 log = logging.getLogger("serveout.gateway")
 
 PLAN_EXPIRY_PERIOD_S = 5.0
+RETRIED_GRACE_S = 60.0
+"""How long a replica whose engine died keeps serving the requests it retried elsewhere."""
 PLAN_ENDPOINT_STAT = "plan_endpoint"
 """The key of the replica's plan inbox in its routing stats (read by the router)."""
 
 
 class LocalEngineClient:
     """The :class:`~serving.gateway.engine_client.EngineClient` of a gateway that runs in
-    the engine's own process: it iterates the replica's ``generate``. A failure cannot be
-    retried here (the request is already in this replica): HAProxy retries it."""
+    the engine's own process: it iterates the replica's ``generate``. With ``elsewhere``
+    (the engine deployment's handle), a retry (``avoid_replica`` set: this replica's
+    engine died before the request's first byte) goes to another replica through it, the
+    way the separate mode's gateway retries; without, a retry cannot happen here."""
 
-    retries_elsewhere = False
-
-    def __init__(self, generate: Callable[[GenerationRequest], AsyncIterator[GenerationChunk]]) -> None:
+    def __init__(self, generate: Callable[[GenerationRequest], AsyncIterator[GenerationChunk]],
+                 elsewhere: EngineClient | None = None) -> None:
         self._generate = generate
+        self._elsewhere = elsewhere
+        self.retries_elsewhere = elsewhere is not None
 
     async def stream(
         self, request: GenerationRequest, *, avoid_replica: str | None = None
     ) -> AsyncIterator[GenerationChunk]:
+        if avoid_replica is not None and self._elsewhere is not None:
+            async for chunk in self._elsewhere.stream(request, avoid_replica=avoid_replica):
+                yield chunk
+            return
         chunks = self._generate(request)
         try:
             async for chunk in chunks:
@@ -110,7 +121,8 @@ class EngineIngress(EngineReplica):
         config = StackConfig.model_validate(user_config)
         self._stats_period_s = config.routing.stats_period_s
         if self._gateway is None:
-            self._gateway = GatewayCore(config, LocalEngineClient(self.generate),
+            elsewhere = ServeHandleEngineClient(serve.get_deployment_handle(self._deployment, config.app_name))
+            self._gateway = GatewayCore(config, LocalEngineClient(self.generate, elsewhere),
                                         engine_deployment=self._deployment, plans=self._plans)
             self._app = self._gateway.http_app()
         else:
@@ -143,6 +155,15 @@ class EngineIngress(EngineReplica):
         while True:
             self._engine_metrics.set_replicas({self.replica_id: self._engine.stats()})
             await asyncio.sleep(self._stats_period_s)
+
+    async def _before_exit(self) -> None:
+        """The engine died: let the requests this replica sent elsewhere finish (they stream
+        through this process) before it exits, for up to the drain timeout."""
+        if self._gateway is None:
+            return
+        deadline = asyncio.get_running_loop().time() + RETRIED_GRACE_S
+        while self._gateway.service.in_flight() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.2)
 
     def record_routing_stats(self) -> dict:
         return {**super().record_routing_stats(), PLAN_ENDPOINT_STAT: self._inbox.endpoint}

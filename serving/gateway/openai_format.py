@@ -16,8 +16,12 @@ SSE_DONE = "data: [DONE]\n\n"
 ERROR_FINISH = "error"  # the answer was cut by a failure: never disguised as "stop"
 
 
+def compact(value) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def sse(payload: dict) -> str:
-    return f"data: {json.dumps(payload, separators=(',', ':'), ensure_ascii=False)}\n\n"
+    return f"data: {compact(payload)}\n\n"
 
 
 def finish_reason(reason: str | None) -> str | None:
@@ -50,6 +54,10 @@ class ChatFormat:
             delta["content"] = text
         return {"index": index, "delta": delta, "logprobs": None, "finish_reason": reason}
 
+    def text_choice_json(self, index: int, text: str) -> str:
+        """``chunk_choice(index, text, None, False)`` as JSON, without building it."""
+        return f'{{"index":{index},"delta":{{"content":{compact(text)}}},"logprobs":null,"finish_reason":null}}'
+
 
 class CompletionFormat:
     object_full = "text_completion"
@@ -61,6 +69,10 @@ class CompletionFormat:
     def chunk_choice(self, index: int, text: str | None, reason: str | None, first: bool) -> dict:
         return self.choice(index, text or "", reason)
 
+    def text_choice_json(self, index: int, text: str) -> str:
+        """``chunk_choice(index, text, None, False)`` as JSON, without building it."""
+        return f'{{"index":{index},"text":{compact(text)},"logprobs":null,"finish_reason":null}}'
+
 
 Format = ChatFormat | CompletionFormat
 
@@ -70,13 +82,13 @@ class ResponseAssembler:
 
     def __init__(self, fmt: Format, header: ResponseHeader, n: int) -> None:
         self._fmt, self._header = fmt, header
-        self._texts = [""] * n
+        self._pieces: list[list[str]] = [[] for _ in range(n)]  # joined once, in response()
         self._reasons: list[str | None] = [None] * n
         self.prompt_tokens = self.completion_tokens = 0
 
     def add(self, chunk: GenerationChunk) -> None:
         for d in chunk.deltas:
-            self._texts[d.index] += d.text
+            self._pieces[d.index].append(d.text)
             if d.finish_reason is not None:
                 self._reasons[d.index] = finish_reason(d.finish_reason)
         self.prompt_tokens, self.completion_tokens = chunk.prompt_tokens, chunk.completion_tokens
@@ -89,21 +101,30 @@ class ResponseAssembler:
             "created": h.created,
             "model": h.model,
             "choices": [
-                self._fmt.choice(i, text, self._reasons[i] or ERROR_FINISH)
-                for i, text in enumerate(self._texts)
+                self._fmt.choice(i, "".join(pieces), self._reasons[i] or ERROR_FINISH)
+                for i, pieces in enumerate(self._pieces)
             ],
             "usage": usage(self.prompt_tokens, self.completion_tokens),
         }
 
 
 class StreamEncoder:
-    """Turns engine chunks into SSE events: role first, text deltas, finish, usage, [DONE]."""
+    """Turns engine chunks into SSE events: role first, text deltas, finish, usage, [DONE].
+
+    A plain text delta (the event of nearly every token) is written from a frame
+    prefix and suffix built once per stream around the JSON of the text alone; the
+    rarer events (a choice's first, its finish, usage, errors) are built as dicts. Both
+    give the same bytes."""
 
     def __init__(self, fmt: Format, header: ResponseHeader, n: int, include_usage: bool) -> None:
         self._fmt, self._header, self._include_usage = fmt, header, include_usage
         self._started = [False] * n
         self._finished = [False] * n
         self.prompt_tokens = self.completion_tokens = 0
+        head = compact({"id": header.id, "object": fmt.object_chunk, "created": header.created,
+                        "model": header.model})
+        self._prefix = f'data: {head[:-1]},"choices":['
+        self._suffix = ']' + (',"usage":null' if include_usage else "") + "}\n\n"
 
     def _event(self, choices: list[dict], with_usage: dict | None = None) -> str:
         h = self._header
@@ -122,9 +143,11 @@ class StreamEncoder:
         events = []
         for d in chunk.deltas:
             first = not self._started[d.index]
-            reason = finish_reason(d.finish_reason)
-            if not d.text and reason is None and not first:
+            if d.finish_reason is None and not first:
+                if d.text:  # the common case: a text delta, from the pre-built frame
+                    events.append(self._prefix + self._fmt.text_choice_json(d.index, d.text) + self._suffix)
                 continue
+            reason = finish_reason(d.finish_reason)
             self._started[d.index] = True
             self._finished[d.index] |= reason is not None
             events.append(self._event([self._fmt.chunk_choice(d.index, d.text, reason, first)]))

@@ -66,34 +66,52 @@ NO_REPLICA = "none"
 """The replica id the router names when it has none: a pin-miss that HAProxy sends to
 Serve's fallback proxy."""
 TRUNCATED_HEADER = b"x-body-truncated"
+INLINE_PLAN_BYTES = 8 * 1024
+"""Bodies up to this size are planned on the router's event loop (a few hundred µs);
+longer ones in a worker thread, so a long prompt never stalls the other routes."""
 PLAN_TTL_MARGIN_S = 60.0
 """How long past the request deadline a plan's count stays when its end is never reported."""
 
 
 @serve.ingress()
 class RouterIngress:
-    """The ``router`` deployment (Serve's ingress request router of the engine app)."""
+    """The ``router`` deployment (Serve's ingress request router of the engine app).
 
-    async def __init__(self, config: StackConfig, engine: DeploymentHandle) -> None:
-        self._config = config
+    Built from the engine deployment's handle and the app's name; its settings (the
+    routing policy, the request deadline, the body limit) arrive as the deployment's
+    ``user_config`` (:meth:`reconfigure`), so a new policy takes effect on the running
+    routers, between two requests, with no window where old and new routers disagree."""
+
+    async def __init__(self, engine: DeploymentHandle, app_name: str) -> None:
         engine._init()  # before .options(), which would initialise it with the defaults
         self._generate = getattr(engine, GENERATE_METHOD)
-        self._tokenizer = PromptTokenizer(config.model_path)
+        self._app_name = app_name
+        self._config: StackConfig | None = None
+        self._routing = None
+        self._tokenizer: PromptTokenizer | None = None
         self._codec = PlanCodec()
         self._outbox = Outbox()
         self._done = Inbox(ray.util.get_node_ip_address(), self._on_done)
         self._done.start()
         self._tracked: OrderedDict[str, tuple[RouteTicket, float]] = OrderedDict()
         self._planning = 0
-        self._session_header = config.routing.session_header.lower().encode("latin-1")
+        self._session_header = b"x-session-id"
         self._plans = Counter("serveout_router_plans", "Requests routed, by whether the router "
                               "planned them (planned) or left that to the replica and why.",
                               ["outcome"], registry=REGISTRY)
         replica_id = serve.get_replica_context().replica_id.unique_id
-        self._fleet = FleetMetrics(REGISTRY, f"router-{replica_id}", RayBoardChannel(config.app_name),
+        self._fleet = FleetMetrics(REGISTRY, f"router-{replica_id}", RayBoardChannel(app_name),
                                    shared=shared_views(True))
         self._fleet.start()
         self._sweeper = asyncio.get_running_loop().create_task(self._expire_tracked())
+
+    async def reconfigure(self, user_config: dict) -> None:
+        """Serve's hook for the app's settings (the whole :class:`StackConfig`)."""
+        config = StackConfig.model_validate(user_config)
+        if self._tokenizer is None or self._config is None or config.model_path != self._config.model_path:
+            self._tokenizer = await asyncio.to_thread(PromptTokenizer, config.model_path)
+        self._config, self._routing = config, config.resolved_routing
+        self._session_header = config.routing.session_header.lower().encode("latin-1")
 
     def __serve_build_asgi_app__(self):
         async def app(scope, receive, send) -> None:
@@ -105,8 +123,8 @@ class RouterIngress:
         return app
 
     async def _http(self, scope, receive, send) -> None:
-        if scope["method"] != "POST":  # a person looking: the router is up
-            return await _answer(send, 200, {"status": "ok"})
+        if scope["method"] != "POST" or self._config is None:  # a person looking: up, or starting
+            return await _answer(send, 200 if self._config else 503, {"status": "ok" if self._config else "starting"})
         body = await _read(receive)
         headers = dict(scope["headers"])
         answer = await self.route(body, truncated=TRUNCATED_HEADER in headers,
@@ -119,7 +137,7 @@ class RouterIngress:
         """The routing answer for one request: ``replica_id`` and the trusted headers."""
         planned, outcome = await self._plan(body, truncated, session_id, request_id)
         handle = self._generate.options(session_id=session_id) if session_id else self._generate
-        ticket = RouteTicket()
+        ticket = RouteTicket(self._routing)
         args = (planned.generation,) if planned is not None else ()
         try:
             async with asyncio.timeout(CHOOSE_TIMEOUT_S):
@@ -147,12 +165,16 @@ class RouterIngress:
 
     async def _plan(self, body: bytes, truncated: bool, session_id: str | None,
                     request_id: str | None) -> tuple[PlannedRequest | None, str]:
+        if self._config is None:
+            return None, "starting"
         if truncated or len(body) > self._config.gateway.max_body_bytes:
             return None, "body_too_large"
         if self._planning >= MAX_PLANNING:
             return None, "router_busy"
         self._planning += 1
         try:
+            if len(body) <= INLINE_PLAN_BYTES:  # a short prompt: cheaper than a thread hop
+                return self._plan_now(body, session_id, request_id), "planned"
             return await asyncio.to_thread(self._plan_now, body, session_id, request_id), "planned"
         except (RequestError, ValidationError):
             return None, "client_error"  # the replica parses it again and says what is wrong
@@ -180,9 +202,9 @@ class RouterIngress:
             entry[0].finish(engine_dead=done.engine_dead)
 
     async def _expire_tracked(self) -> None:
-        ttl = self._config.gateway.request_timeout_s + PLAN_TTL_MARGIN_S
         while True:
-            await asyncio.sleep(min(ttl, 30.0))
+            await asyncio.sleep(30.0)
+            ttl = (self._config.gateway.request_timeout_s if self._config else 300.0) + PLAN_TTL_MARGIN_S
             cutoff = time.monotonic() - ttl
             while self._tracked:
                 key, (ticket, routed) = next(iter(self._tracked.items()))

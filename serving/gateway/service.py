@@ -338,9 +338,6 @@ class _Call:
         """Start the request again on another replica (a new engine request id, the same
         prompt and deadline); raise instead if it already was."""
         if not self.served.engine.retries_elsewhere:
-            # Nothing has reached the client: a 503 that Serve's HAProxy retries on
-            # another replica (``retry-on 503``), counted here as the retry it becomes.
-            self.service.metrics.retries.labels(self.served.name, failure.reason).inc()
             raise ReplicaFailedError(
                 f"{failure.message}; another replica can serve the request",
                 replica_id=failure.replica_id, reason=failure.reason) from failure

@@ -8,12 +8,13 @@ from the target's weights volume (``<mount_path>/<model>``), the gateway listens
 the pod's interfaces (``0.0.0.0``: the gateway Service forwards to the pods' IPs)
 unless the stack file says otherwise, and a target naming ``api_keys_secret`` sets
 ``gateway.api_keys_file`` to where that Secret is mounted, unless the stack file
-sets its own path. A target with a ``gateways`` section sets ``gateway.ray_resources``
-to ``{serveout_gateway: 1}`` (:data:`.naming.GATEWAY_RESOURCE`, offered by the gateway
-pods alone) and, stating its peak output tokens/s, ``gateway.replicas`` by the sizing
-rule (:func:`.sizing.gateway_replicas`), unless the stack file sets them (or runs
-``gateway.mode: in-engine``, which has no gateway replicas; the renderer refuses
-gateway pods for it).
+sets its own path. The gateway mode is the stack's (``direct`` unless the stack file
+says ``gateway.mode: separate``). In the separate mode, a target with a ``gateways``
+section sets ``gateway.ray_resources`` to ``{serveout_gateway: 1}``
+(:data:`.naming.GATEWAY_RESOURCE`, offered by the gateway pods alone) and, stating its
+peak output tokens/s (``traffic:``), ``gateway.replicas`` by the sizing rule
+(:func:`.sizing.gateway_replicas`), unless the stack file sets them. The direct mode runs
+no gateway replicas: a target's gateway pods are then not rendered.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pydantic import ValidationError
 
 from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, read_stack_file
 from serving.config.model_spec import ModelCatalog
-from serving.config.stack import StackConfig
+from serving.config.stack import GatewaySpec, StackConfig
 from serving.errors import ConfigError
 from serving.manifests.access import DEFAULT_KEYS_FILE
 from serving.manifests.naming import GATEWAY_RESOURCE
@@ -36,8 +37,8 @@ from serving.manifests.sizing import sized_gateway_replicas
 from serving.manifests.target import ClusterTarget
 from serving.manifests.writer import write_manifests
 
-CLUSTER_DEFAULTS = {"gateway": {"host": "0.0.0.0", "mode": "separate"}}
-"""The rendered manifests run the separate mode unless the stack file says otherwise."""
+CLUSTER_DEFAULTS = {"gateway": {"host": "0.0.0.0"}}
+"""What a cluster needs beyond the stack file: Serve's proxies on the pods' interfaces."""
 
 
 def load_cluster_target(path: Path) -> ClusterTarget:
@@ -56,8 +57,8 @@ def load_cluster_target(path: Path) -> ClusterTarget:
 def cluster_stack_config(model: str | None, stack_file: Path | None, target: ClusterTarget,
                          catalog: ModelCatalog) -> StackConfig:
     """The StackConfig to render: like ``serving up``'s, with the target's weights path
-    (the keys file path, when the target names a keys Secret; the gateway resource, when
-    it has gateway pods, and their count, when it states a peak)."""
+    (the keys file path, when the target names a keys Secret; in the separate mode, the
+    gateway resource when it has gateway pods, and their count when it states a peak)."""
     data = read_stack_file(stack_file) if stack_file else {}
     if model:
         data["model"] = model
@@ -66,10 +67,11 @@ def cluster_stack_config(model: str | None, stack_file: Path | None, target: Clu
     if target.api_keys_secret:
         defaults = merge(defaults, {"gateway": {"api_keys_file": str(DEFAULT_KEYS_FILE)}})
     own_gateway = data.get("gateway") if isinstance(data.get("gateway"), dict) else {}
-    if target.gateways and own_gateway.get("mode", "separate") == "separate":
+    mode = own_gateway.get("mode", GatewaySpec.model_fields["mode"].default)
+    if target.gateways and mode == "separate":
         if own_gateway.get("ray_resources") is None:  # merged deeply, so only when unset
             defaults = merge(defaults, {"gateway": {"ray_resources": {GATEWAY_RESOURCE: 1}}})
-        if gateways := sized_gateway_replicas(target.gateways):
+        if gateways := sized_gateway_replicas(target):
             defaults = merge(defaults, {"gateway": {"replicas": gateways}})
     data = merge(defaults, data)
     data.pop("model_path", None)  # the target's volume decides where weights live

@@ -16,6 +16,8 @@ ENGINE_DEPLOYMENT = "engine"
 """Serve deployment name of the engines (``serving.app_builder.ENGINE_DEPLOYMENT``;
 not imported from there because that module pulls in transformers: a unit test
 pins the two together)."""
+GATEWAY_DEPLOYMENT = "gateway"
+"""Serve deployment name of the separate mode's gateways (``serving.app_builder.GATEWAY_DEPLOYMENT``)."""
 
 METRICS_PORT = 8080
 """Ray's metrics export port on every node (KubeRay's default, port name ``metrics``)."""
@@ -59,6 +61,12 @@ def resource_name(config: StackConfig) -> str:
 def gateway_service_name(config: StackConfig) -> str:
     """The Kubernetes Service in front of the Serve proxies (the gateway's HTTP port)."""
     return f"{resource_name(config)}-gateway"
+
+
+def drained_deployment(config: StackConfig) -> str:
+    """The deployment whose replicas hold the gateway (and have ``drain``): the engines in
+    the direct mode, the gateways in the separate mode."""
+    return ENGINE_DEPLOYMENT if config.gateway.direct else GATEWAY_DEPLOYMENT
 
 
 def engine_deployment_label(config: StackConfig) -> str:

@@ -1,16 +1,28 @@
 """Pod templates of the Ray head, the engine workers and the gateway pods (Kubernetes
 ``PodTemplateSpec``).
 
-Both run the same serveout image and mount the weights claim read-only at the
-target's mount path: the engines load weights from it and the gateway (on any
-node, usually the head) loads the tokenizer from it. Nothing reaches a model hub
-at serve time (``HF_HUB_OFFLINE=1``). Both run Ray with token authentication and,
-when the gateway has API keys, mount the keys Secret read-only (:mod:`.access`).
+All run the same serveout image and mount the weights claim read-only at the
+target's mount path: the engines load weights from it, and the gateway and the routers
+(on any node) load the tokenizer from it. Nothing reaches a
+model hub at serve time (``HF_HUB_OFFLINE=1``). All run Ray with token authentication,
+with Serve's HAProxy settings (:mod:`.ray_env`) and, when the gateway has API keys,
+mount the keys Secret read-only (:mod:`.access`).
+
+Stopping a pod drains what runs on it, as ``serving down`` drains a local stack: its
+preStop hook runs :mod:`serving.drain_local` (the node's Serve proxy leaves the Service
+and soft-stops; every gateway replica on the node refuses new completions, lets its
+requests finish for ``drain.timeout_s`` and cuts the rest with an error the client sees),
+then ``ray stop``. ``terminationGracePeriodSeconds`` leaves room for all of it
+(:func:`serving.drain_local.prestop_budget_s`). The drain's JSON report goes to the
+container's log (``/proc/1/fd/1``: a hook's own output is not kept).
 """
 
 from __future__ import annotations
 
+import shlex
+
 from serving.config.stack import StackConfig
+from serving.drain_local import prestop_budget_s
 from serving.manifests.access import KeysMount, keys_mount, ray_auth_env
 from serving.manifests.naming import (
     CLIENT_PORT,
@@ -23,8 +35,10 @@ from serving.manifests.naming import (
     SERVE_PORT_NAME,
     WORKER_COMPONENT,
     common_labels,
+    drained_deployment,
 )
-from serving.manifests.sizing import GatewayPlan, WorkerPlan
+from serving.manifests.ray_env import container_env
+from serving.manifests.sizing import FrontEndPlan, GatewayPlan, WorkerPlan
 from serving.manifests.target import ClusterTarget, Placement
 
 WEIGHTS_VOLUME = "model-weights"
@@ -38,8 +52,9 @@ OFFLINE_ENV = {
 }
 
 
-def head_pod_template(config: StackConfig, target: ClusterTarget) -> dict:
-    """The head pod: GCS, dashboard, Serve controller and (usually) the gateway replica."""
+def head_pod_template(config: StackConfig, target: ClusterTarget, front: FrontEndPlan) -> dict:
+    """The head pod: GCS, dashboard, Serve controller, its Serve proxy (and, in the separate
+    mode without gateway pods, possibly gateway replicas)."""
     head = target.head
     ports = [
         _port("gcs-server", GCS_PORT),
@@ -49,36 +64,46 @@ def head_pod_template(config: StackConfig, target: ClusterTarget) -> dict:
         _port(METRICS_PORT_NAME, METRICS_PORT),
     ]
     resources = _resources(cpus=head.cpus, memory_gib=head.memory_gib)
-    container = _container("ray-head", config, target, ports, resources)
+    container = _container("ray-head", config, target, ports, resources, front, head.cpus)
     return _template(config, HEAD_COMPONENT, container, target, head, shm_gib=head.shm_gib,
                      affinity=target.cpu_node_affinity(head))
 
 
-def gateway_pod_template(config: StackConfig, target: ClusterTarget, plan: GatewayPlan) -> dict:
+def gateway_pod_template(config: StackConfig, target: ClusterTarget, plan: GatewayPlan,
+                         front: FrontEndPlan) -> dict:
     """A gateway pod: a CPU node's room for one gateway replica and the Serve proxy beside it."""
     pods = target.gateways
     assert pods is not None, "gateway pods are rendered only for targets that ask for them"
     ports = [_port(SERVE_PORT_NAME, config.gateway.port), _port(METRICS_PORT_NAME, METRICS_PORT)]
     resources = _resources(cpus=plan.cpus, memory_gib=plan.memory_gib)
-    container = _container("ray-gateway", config, target, ports, resources)
+    container = _container("ray-gateway", config, target, ports, resources, front, plan.cpus)
     return _template(config, GATEWAY_WORKER_COMPONENT, container, target, pods, shm_gib=pods.shm_gib,
                      affinity=target.cpu_node_affinity(pods))
 
 
-def worker_pod_template(config: StackConfig, target: ClusterTarget, plan: WorkerPlan) -> dict:
-    """An engine worker pod: room for exactly one engine replica (see :mod:`.sizing`)."""
+def worker_pod_template(config: StackConfig, target: ClusterTarget, plan: WorkerPlan,
+                        front: FrontEndPlan) -> dict:
+    """An engine worker pod: room for exactly one engine replica (see :mod:`.sizing`), and
+    its node's Serve proxy (HAProxy) and routers."""
     ports = [_port(SERVE_PORT_NAME, config.gateway.port), _port(METRICS_PORT_NAME, METRICS_PORT)]
     resources = _resources(cpus=plan.cpus, memory_gib=plan.memory_gib)
     if plan.gpu_resource:
         for bound in resources.values():
             bound[plan.gpu_resource] = str(plan.gpus)
-    container = _container("ray-worker", config, target, ports, resources)
+    container = _container("ray-worker", config, target, ports, resources, front, plan.cpus)
     return _template(config, WORKER_COMPONENT, container, target, target.worker,
                      shm_gib=target.worker.shm_gib)
 
 
+def prestop_command(config: StackConfig) -> list[str]:
+    """The preStop hook's command: drain this node (:mod:`serving.drain_local`), then stop Ray."""
+    drain = shlex.join(["python", "-m", "serving.drain_local", "--app", config.app_name,
+                        "--deployment", drained_deployment(config), "--timeout-s", f"{config.drain.timeout_s:g}"])
+    return ["/bin/sh", "-c", f"{drain} >/proc/1/fd/1 2>&1; ray stop"]
+
+
 def _container(name: str, config: StackConfig, target: ClusterTarget, ports: list[dict],
-               resources: dict) -> dict:
+               resources: dict, front: FrontEndPlan, cpus: int) -> dict:
     mounts = [
         {"name": WEIGHTS_VOLUME, "mountPath": str(target.weights.mount_path), "readOnly": True},
         {"name": SHM_VOLUME, "mountPath": SHM_PATH},
@@ -89,12 +114,13 @@ def _container(name: str, config: StackConfig, target: ClusterTarget, ports: lis
         "name": name,
         "image": target.image,
         "imagePullPolicy": target.image_pull_policy,
-        "env": [{"name": k, "value": v} for k, v in OFFLINE_ENV.items()] + ray_auth_env(target),
+        "env": [{"name": k, "value": v} for k, v in OFFLINE_ENV.items()] + ray_auth_env(target)
+        + container_env(config, front, cpus),
         "ports": ports,
         "resources": resources,
         "volumeMounts": mounts,
-        # KubeRay's samples stop Ray before the pod goes away (drains the raylet).
-        "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}},
+        # Drain this node's proxy and gateway replicas, then stop Ray (module docstring).
+        "lifecycle": {"preStop": {"exec": {"command": prestop_command(config)}}},
     }
 
 
@@ -106,6 +132,7 @@ def _template(config: StackConfig, component: str, container: dict, target: Clus
               placement: Placement, *, shm_gib: int, affinity: dict | None = None) -> dict:
     spec: dict = {
         "containers": [container],
+        "terminationGracePeriodSeconds": prestop_budget_s(config.drain.timeout_s),
         "volumes": [
             {
                 "name": WEIGHTS_VOLUME,

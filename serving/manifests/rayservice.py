@@ -9,7 +9,10 @@ here (no Kubernetes on the project's machines):
   REST API, which validates it with Ray's ``ServeDeploySchema``.
 * ``spec.serveService`` is a user-defined Service for Serve traffic: KubeRay
   keeps its name, type and labels, replaces its selector with the active
-  cluster's serving pods and keeps only the port named ``serve``.
+  cluster's serving pods and keeps only the port named ``serve``. Serving pods are
+  every worker pod whose readiness probe passes (KubeRay adds the Serve proxy's
+  ``/-/healthz`` to it) and the head while its proxy is healthy, unless
+  ``spec.excludeHeadPodFromServeSvc`` (KubeRay >= 1.3) leaves the head out.
 * ``spec.upgradeStrategy`` needs KubeRay >= 1.3 and is only written when the
   target sets it.
 * Ray's GPU count is not set in ``rayStartParams``: KubeRay derives ``num-gpus``
@@ -28,6 +31,14 @@ on the pod's interfaces too (``gateway.host: 0.0.0.0``): the gateway Service
 (``serveService``, ``ClusterIP`` unless the target says otherwise) forwards to the
 pods' IPs, and it is the one way in meant for clients.
 
+Which pods take client traffic: Serve 2.60 runs a proxy (here HAProxy, with the direct
+mode's routers beside it) on the head and on every node that holds a replica of a
+deployment other than the router, no others. In the direct mode the gateway runs in
+every engine replica, so the engine pods are the front end: the Service selects them
+(each one's HAProxy forwards to the replica the router chose, on any pod), and the head
+only when the engines may scale to zero (:func:`.sizing.head_takes_clients`).
+deploy/README.md ("The front end") argues this layout against CPU front-end pods.
+
 Queue-depth autoscaling is two loops, both driven by the rendered config: Ray Serve
 sets the engine replica count with serveout's policy (``autoscaling_config`` in
 ``serveConfigV2``), and KubeRay's in-tree autoscaler (``enableInTreeAutoscaling``)
@@ -37,8 +48,8 @@ removes idle ones, between the worker group's ``minReplicas`` and ``maxReplicas`
 RayCluster has a ``/scale`` subresource: nothing outside Ray (HPA, KEDA) can scale
 them, and nothing else is needed.
 
-Gateway pods: a target with a ``gateways`` section gets a second worker group,
-``gateways``, on CPU nodes: one pod per gateway replica, sized by
+Gateway pods (``gateway.mode: separate`` only): a target with a ``gateways`` section
+gets a second worker group, ``gateways``, on CPU nodes: one pod per gateway replica, sized by
 :func:`.sizing.plan_gateways`. These pods offer Ray no CPU (``num-cpus: 0``), so no
 engine lands on them, and offer what one gateway replica asks for
 (``gateway.ray_resources``, :data:`.naming.GATEWAY_RESOURCE` by default) in
@@ -65,7 +76,7 @@ from serving.manifests.naming import (
 )
 from serving.manifests.pods import gateway_pod_template, head_pod_template, worker_pod_template
 from serving.manifests.serve_config import render_serve_config
-from serving.manifests.sizing import plan_gateways, plan_workers
+from serving.manifests.sizing import head_takes_clients, plan_front_end, plan_gateways, plan_workers
 from serving.manifests.target import ClusterTarget
 from serving.manifests.yaml_text import to_yaml
 
@@ -80,6 +91,7 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
     """The RayService for ``config`` on ``target``; :class:`ConfigError` if it does not fit."""
     plan = plan_workers(config, target)
     gateways = plan_gateways(config, target)
+    front = plan_front_end(config, target)
     cluster: dict = {
         "rayVersion": target.ray_version,
         "enableInTreeAutoscaling": plan.autoscaling or bool(gateways and gateways.autoscaling),
@@ -95,7 +107,7 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
                 "num-cpus": "0",
                 "metrics-export-port": str(METRICS_PORT),
             },
-            "template": head_pod_template(config, target),
+            "template": head_pod_template(config, target, front),
         },
         "workerGroupSpecs": [
             {
@@ -104,7 +116,7 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
                 "minReplicas": plan.min_pods,
                 "maxReplicas": plan.max_pods,
                 "rayStartParams": {"metrics-export-port": str(METRICS_PORT)},
-                "template": worker_pod_template(config, target, plan),
+                "template": worker_pod_template(config, target, plan, front),
             }
         ],
     }
@@ -119,10 +131,12 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
             "minReplicas": gateways.min_pods,
             "maxReplicas": gateways.max_pods,
             "rayStartParams": params,
-            "template": gateway_pod_template(config, target, gateways),
+            "template": gateway_pod_template(config, target, gateways, front),
         })
     spec: dict = {"serveConfigV2": to_yaml(render_serve_config(config)), "rayClusterConfig": cluster}
     spec["serveService"] = _serve_service(config, target)
+    if not head_takes_clients(config, target):
+        spec["excludeHeadPodFromServeSvc"] = True
     if target.upgrade_strategy:
         spec["upgradeStrategy"] = {"type": target.upgrade_strategy}
     return {
@@ -136,7 +150,9 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
                 "serveout.io/model": config.model.name,
                 "serveout.io/tensor-parallel-size": str(config.model.tensor_parallel_size),
                 "serveout.io/max-replicas": str(config.max_replica_count),
-                "serveout.io/gateway-replicas": str(config.gateway.max_replica_count),
+                "serveout.io/gateway-mode": config.gateway.mode,
+                **({} if config.gateway.direct else {
+                    "serveout.io/gateway-replicas": str(config.gateway.max_replica_count)}),
             },
         },
         "spec": spec,

@@ -14,7 +14,8 @@ Example (``deploy/targets/h200-3x8.yaml``)::
     worker: {cpus: 176, memory_gib: 1600, accelerators: 8,
              node_selector: {nvidia.com/gpu.product: NVIDIA-H200}}
     head: {cpus: 16, memory_gib: 64, node_selector: {serveout.io/pool: cpu}}
-    gateways: {peak_output_tokens_per_s: 36000, tokens_per_core: 520}
+    traffic: {peak_output_tokens_per_s: 36000, output_tokens_per_request: 256}
+    gateways: {tokens_per_core: 520}        # pods for gateway.mode separate
     weights: {claim_name: serveout-models, mount_path: /models}
     ray_token_secret: serveout-ray-token     # Secrets created beforehand, never rendered
     api_keys_secret: serveout-api-keys
@@ -93,19 +94,33 @@ class HeadNode(Placement):
     shm_gib: int = Field(2, ge=1)
 
 
-class GatewayPods(Placement):
-    """Ray pods of their own for the gateway replicas, one replica per pod, counted from
-    the traffic by the sizing rule of docs/serving.md (:func:`.sizing.gateway_replicas`).
-
-    The rule is Z = ceil(Y / (0.7 x X)) + 1 replicas for a peak of Y streamed output
-    tokens/s, where one front-end core (Serve's proxy + one gateway replica) carries X.
-    With ``peak_output_tokens_per_s`` unset, or a stack file that sets
-    ``gateway.replicas`` itself, the stack's count is used as is.
-    """
+class Traffic(Strict):
+    """What the app must carry at its peak: it sizes the front end in both gateway modes
+    (HAProxy threads and routers per node, :func:`.sizing.plan_front_end`; the separate
+    mode's gateway replicas, :func:`.sizing.gateway_replicas`). Unset: nothing is sized,
+    Ray's and the stack's own counts stand."""
 
     peak_output_tokens_per_s: float | None = Field(
         None, gt=0, description="expected peak of streamed output tokens/s of the whole app"
     )
+    output_tokens_per_request: float = Field(
+        256, gt=0, description="mean streamed output tokens per request: turns the peak into requests/s"
+    )
+
+
+class GatewayPods(Placement):
+    """Ray pods of their own for the gateway replicas of ``gateway.mode: separate``, one
+    replica per pod, counted from the target's traffic by the sizing rule of
+    docs/serving.md (:func:`.sizing.gateway_replicas`). A stack running the direct mode
+    (the gateway inside every engine replica) has no gateway replicas: these pods are
+    then not rendered.
+
+    The rule is Z = ceil(Y / (0.7 x X)) + 1 replicas for a peak of Y streamed output
+    tokens/s (``traffic.peak_output_tokens_per_s``), where one front-end core (Serve's
+    proxy + one gateway replica) carries X. Without a peak, or with a stack file that sets
+    ``gateway.replicas`` itself, the stack's count is used as is.
+    """
+
     # 520 was measured on the CPU dev box (Intel Xeon, 2 shared cores, stream_interval 1:
     # 1e6 / (proxy 673 + gateway 1250 us per token), docs/serving.md "Sizing rule").
     # Re-measure on the gateway hosts with benchmarks/serving_ceiling.py.
@@ -170,9 +185,10 @@ class ClusterTarget(Strict):
     worker: WorkerNodes
     head: HeadNode
     weights: WeightsVolume
+    traffic: Traffic = Traffic()
     gateways: GatewayPods | None = Field(
-        None, description="pods of their own for the gateway replicas, sized from the traffic; "
-        "None = the gateways share the head and engine pods"
+        None, description="pods of their own for the gateway replicas of gateway.mode separate, "
+        "sized from the traffic; None = the gateways share the head and engine pods"
     )
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     upgrade_strategy: Literal["NewCluster", "None"] | None = Field(
@@ -209,6 +225,22 @@ class ClusterTarget(Strict):
                 "file (Ray Serve scales on queue depth, KubeRay adds the pods; deploy/README.md)"
             )
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _peak_moved_to_traffic(cls, data: object) -> object:
+        """``gateways.peak_output_tokens_per_s`` (the old place) is read as ``traffic``'s."""
+        if not isinstance(data, dict) or not isinstance(data.get("gateways"), dict):
+            return data
+        gateways = dict(data["gateways"])
+        if "peak_output_tokens_per_s" not in gateways:
+            return data
+        peak = gateways.pop("peak_output_tokens_per_s")
+        traffic = dict(data.get("traffic") or {})
+        if traffic.get("peak_output_tokens_per_s", peak) != peak:
+            raise ValueError("gateways.peak_output_tokens_per_s and traffic.peak_output_tokens_per_s "
+                             "differ: state the peak once, in traffic")
+        return {**data, "gateways": gateways, "traffic": {**traffic, "peak_output_tokens_per_s": peak}}
 
     @field_validator("image")
     @classmethod

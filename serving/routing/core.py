@@ -29,6 +29,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from serving.config.stack import RoutingSpec
 from serving.engine.protocol import EngineStats
 from serving.routing.assignments import Assignment, AssignmentTracker
 from serving.routing.engine_cache import CacheView
@@ -67,6 +68,11 @@ class RoutingCore:
         self._engine: dict[str, EngineStats | None] = {}
         self._replica_ids: frozenset[str] = frozenset()
         self._failed: set[str] = set()
+
+    def use_policy(self, policy: RoutingPolicy) -> None:
+        """Route with ``policy`` from now on (requests in flight keep their assignments)."""
+        self.policy = policy
+        policy.on_replicas_changed(self._replica_ids)
 
     def update_replicas(self, engine_stats: Mapping[str, EngineStats | None]) -> None:
         """The live replicas (Serve's latest broadcast) and their polled stats."""
@@ -145,9 +151,12 @@ class RouteTicket:
     The Serve adapter :meth:`bind` s it when it ranks the request; :meth:`finish` later
     releases the request from the core's load view (and, when the replica's engine
     died, marks the replica failed), on the event loop the core runs on, whichever
-    thread calls it. Finishing twice, or an unbound ticket, does nothing."""
+    thread calls it. Finishing twice, or an unbound ticket, does nothing. ``spec`` is the
+    routing the caller wants (its settings can change without a restart): the adapter
+    switches its policy to it when it differs."""
 
-    def __init__(self) -> None:
+    def __init__(self, spec: RoutingSpec | None = None) -> None:
+        self.spec = spec  # the policy the caller routes with now (None: the router's own)
         self.replica_id: str | None = None
         self._core: RoutingCore | None = None
         self._request_id: str | None = None

@@ -79,7 +79,29 @@ def plan_report(args: argparse.Namespace, console: Console) -> tuple[SweepReport
         report = run_simulated_sweep(spec, load_price_table(spec.prices), ResultsFolder(out),
                                      model_catalog(models_dir()), models_dir(),
                                      on_phase=lambda phase: status.update(f"simulated sweep of {spec.name}: {phase}"))
+    if args.traffic is not None:
+        report = simulate_plan_counts(report, spec, parse_rps(args.traffic), args.headroom, console)
     return report, out
+
+
+def simulate_plan_counts(report: SweepReport, spec, traffic: float, headroom: float | None,
+                         console: Console) -> SweepReport:
+    """The report with every replica count the plan for ``traffic`` needs simulated
+    (:func:`sweep.search.simulated_sweep.with_simulated_counts`), not extrapolated."""
+    from serving.model_store import models_dir
+    from sweep.capacity.model import DEFAULT_HEADROOM
+    from sweep.measure.models import model_catalog
+    from sweep.search.simulated_sweep import with_simulated_counts
+    from sweep.spec.files import load_price_table
+
+    prices, catalog = load_price_table(spec.prices), model_catalog(models_dir())
+    spare = DEFAULT_HEADROOM if headroom is None else headroom
+    with console.status("simulating the replica counts the plan needs") as status:
+        capacity = tuple(
+            with_simulated_counts(spec, prices, m, traffic, spare, catalog, models_dir(),
+                                  on_count=lambda shape, n: status.update(f"simulating {n} x {shape}"))
+            for m in report.capacity)
+    return report.model_copy(update={"capacity": capacity})
 
 
 def _fmt(value: float | int | None, form: str = "{:.3g}") -> str:
@@ -159,6 +181,14 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     console.print(curve_table(curve, currency, "simulated, not measured" if label else None))
     if traffic is not None:
         console.print(traffic_table(report.capacity, traffic, headroom, report))
+        if label:
+            from simulator.accuracy import band_for, capacity_flag
+            from sweep.capacity.model import capacity_plan
+
+            band = band_for(report.spec.hardware)
+            for row in capacity_plan(report.capacity, traffic, headroom):
+                if flag := capacity_flag(traffic, row.next_replica_at_rps, band):
+                    console.print(f"[yellow]{row.shape_id}, near a step:[/] {flag}")
     plot = args.plot or folder / "plots" / "capacity_curve.png"
     title = f"{'SIMULATED: ' if label else ''}{report.spec.name}, {headroom:.0%} headroom"
     capacity_curve_png(curve, steps, min_efficiency, title, plot)

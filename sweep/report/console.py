@@ -44,6 +44,10 @@ def print_answer(report: SweepReport, out: Path, console: Console) -> None:
         if row.reason:
             console.print(f"[yellow]{row.candidate_id}[/] {row.status.value}: {row.reason}")
     if report.spec.simulated:
+        from simulator.accuracy import band_for, margin_flags
+
         console.print(f"[bold yellow]{simulated_label(report.spec)}[/]")
+        for flag in margin_flags(report.answer.verdicts, band_for(report.spec.hardware)):
+            console.print(f"[yellow]near the limit:[/] {flag}")
     console.print(f"[bold]answer:[/] {report.answer.explanation}")
     console.print(f"sweep.json, report.md and plots/ in {out}")

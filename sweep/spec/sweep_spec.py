@@ -343,9 +343,13 @@ def simulated_label(spec: SweepSpec) -> str:
     """The line every output of a simulated sweep carries (empty for a measured one)."""
     if not spec.simulated:
         return ""
+    from simulator.accuracy import band_for
+
+    band = band_for(spec.hardware)
+    error = (f"its error: {band.describe()}" if band else
+             "its error is not measured for this profile (no published validation points)")
     return (f"SIMULATED, not measured: every figure comes from the simulator (hardware profile "
-            f"{spec.hardware!r}, model {spec.model!r}); its GPU constants are assumptions until "
-            "calibrated on that GPU (docs/simulator.md)")
+            f"{spec.hardware!r}, model {spec.model!r}); {error} (docs/simulator.md)")
 
 
 def measurement_fingerprint(spec: SweepSpec) -> str:

@@ -36,3 +36,17 @@ def wait_until(predicate, *, timeout_s: float, period_s: float = 0.5):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(period_s)
+
+
+def settled(read, *, period_s: float = 1.5, timeout_s: float = 20.0):
+    """``read()`` once two reads ``period_s`` apart agree: every process of the app
+    publishes its series to /metrics about once a second, so a count read right after
+    traffic may still grow."""
+    deadline = time.monotonic() + timeout_s
+    last = read()
+    while True:
+        time.sleep(period_s)
+        value = read()
+        if value == last or time.monotonic() > deadline:
+            return value
+        last = value

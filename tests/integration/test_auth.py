@@ -14,6 +14,7 @@ from collections import Counter
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.metrics_reading import wait_until
 from tests.integration.settings import MODEL, PORT
@@ -72,7 +73,10 @@ def test_a_right_key_is_served_and_counted_by_name(auth_stack):
     assert [m.id for m in light.models.list().data] == [MODEL]
     headers = {"Authorization": f"Bearer {KEYS['light']}"}
     metrics = httpx.get(f"{auth_stack.url}/metrics", headers=headers, timeout=30).text
-    assert 'serveout_key_requests_total{key="light",status="200"}' in metrics
+    counted = [s for family in text_string_to_metric_families(metrics) for s in family.samples
+               if s.name == "serveout_key_requests_total" and s.labels.get("key") == "light"
+               and s.labels.get("status") == "200"]
+    assert sum(s.value for s in counted) >= 1  # by the key's name (one series per replica)
     assert all(key not in metrics for key in KEYS.values())
 
 
@@ -91,8 +95,16 @@ def test_past_a_keys_rpm_is_429_with_retry_after(auth_stack):
 def test_a_heavy_key_cannot_starve_a_light_one(auth_stack):
     """Heavy: 6 concurrent senders; light: 2 (a third of it) against a bound of 4. Each
     sender sends 5 requests one after another, waiting Retry-After after a 429."""
-    client(auth_stack, KEYS["light"]).chat.completions.create(**CHAT)  # light is active now
+    # Fair share is per replica: make the light key active on both before the contest.
+    served_by = set()
+    for _ in range(20):
+        raw = client(auth_stack, KEYS["light"]).chat.completions.with_raw_response.create(**CHAT)
+        served_by.add(raw.headers["x-serveout-replica"])
+        if len(served_by) == 2:
+            break
+    assert len(served_by) == 2, served_by
     counts: Counter[tuple[str, int]] = Counter()
+    reasons: Counter[tuple] = Counter()
 
     async def sender(name: str) -> None:
         async with openai.AsyncOpenAI(base_url=f"{auth_stack.url}/v1", api_key=KEYS[name],
@@ -103,6 +115,7 @@ def test_a_heavy_key_cannot_starve_a_light_one(auth_stack):
                     counts[name, 200] += 1
                 except openai.RateLimitError as exc:
                     counts[name, 429] += 1
+                    reasons[name, exc.message[:90]] += 1
                     await asyncio.sleep(int(exc.response.headers["retry-after"]))
                 except openai.APIStatusError as exc:
                     counts[name, exc.status_code] += 1
@@ -112,7 +125,7 @@ def test_a_heavy_key_cannot_starve_a_light_one(auth_stack):
 
     asyncio.run(asyncio.wait_for(contest(), timeout=300))
     figures = {f"{name} {status}": n for (name, status), n in sorted(counts.items())}
-    print(f"fairness (bound {LIMIT}; heavy 6 senders x 5, light 2 x 5): {figures}")
+    print(f"fairness (bound {LIMIT}; heavy 6 senders x 5, light 2 x 5): {figures}; refusals {dict(reasons)}")
     assert counts["light", 200] == 10, figures  # every light request admitted
     assert counts["heavy", 429] > 0, figures  # the heavy key takes the refusals
     assert set(status for _, status in counts) <= {200, 429}, figures

@@ -19,8 +19,8 @@ import time
 
 import httpx
 import openai
+import psutil
 import pytest
-from ray.util.state import list_actors
 
 from serving.app_builder import ENGINE_DEPLOYMENT, ROUTER_DEPLOYMENT
 from serving.local_cluster import ROUTER_BODY_BYTES
@@ -39,9 +39,17 @@ def planned(url: str) -> dict[str, float]:
 
 
 def replica_pids(deployment: str) -> list[int]:
-    """The live replica processes of one deployment of the session's cluster."""
-    actors = list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
-    return sorted(a.pid for a in actors if a.class_name.endswith(f":{deployment}"))
+    """The live replica processes of one deployment of the session's cluster (this test
+    process started Ray: only its own descendants are looked at)."""
+    pids = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if (process.status() != psutil.STATUS_ZOMBIE
+                    and f"ServeReplica:serveout:{deployment}" in " ".join(process.cmdline())):
+                pids.append(process.pid)
+        except psutil.Error:
+            continue
+    return sorted(pids)
 
 
 def test_a_readable_request_is_tokenised_once_by_the_router(stack):

@@ -6,6 +6,7 @@ import httpx
 import openai
 import pytest
 
+from tests.integration.metrics_reading import samples, settled, wait_until
 from tests.integration.settings import MODEL
 
 pytestmark = pytest.mark.integration
@@ -84,12 +85,36 @@ def test_hostile_bodies_are_400_not_500(base_stack, raw, param):
     assert error_of(response, 400)["param"] == param
 
 
-def test_sampling_extensions_are_honoured_not_ignored(openai_client):
-    # min_tokens forces at least 6 tokens even for a prompt the model would answer briefly.
-    reply = openai_client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "Say OK."}], max_tokens=8, temperature=0,
-        presence_penalty=0.5, frequency_penalty=0.5, extra_body={"min_tokens": 6, "top_k": 5})
-    assert reply.usage.completion_tokens >= 6
+def answer(client, prompt: str, **sampling) -> str:
+    reply = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=24, **sampling)
+    return reply.choices[0].message.content
+
+
+def test_min_tokens_is_honoured(openai_client):
+    # The greedy answer stops by itself after k tokens; min_tokens = k + 4 makes it go on.
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    free = openai_client.chat.completions.create(model=MODEL, messages=messages, max_tokens=48, temperature=0)
+    assert free.choices[0].finish_reason == "stop"
+    k = free.usage.completion_tokens
+    forced = openai_client.chat.completions.create(model=MODEL, messages=messages, max_tokens=48, temperature=0,
+                                                   extra_body={"min_tokens": k + 4})
+    assert forced.usage.completion_tokens >= k + 4
+
+
+def test_top_k_of_one_samples_the_greedy_answer(openai_client):
+    prompt = "Name three colours."
+    greedy = answer(openai_client, prompt, temperature=0)
+    assert all(answer(openai_client, prompt, temperature=1.5, seed=seed, extra_body={"top_k": 1}) == greedy
+               for seed in (1, 2, 3))
+    assert any(answer(openai_client, prompt, temperature=1.5, seed=seed) != greedy for seed in (1, 2, 3))
+
+
+@pytest.mark.parametrize("penalty", [{"presence_penalty": 2.0}, {"frequency_penalty": 2.0},
+                                     {"extra_body": {"repetition_penalty": 2.0}}])
+def test_penalties_change_a_repetitive_answer(openai_client, penalty):
+    prompt = "Write the word cat ten times."
+    assert answer(openai_client, prompt, temperature=0, **penalty) != answer(openai_client, prompt, temperature=0)
 
 
 def test_detokenize_out_of_vocabulary_is_400(base_stack):
@@ -108,6 +133,10 @@ def test_openai_client_raises_typed_errors(openai_client):
 
 
 def test_errors_are_counted_by_status(base_stack):
+    def not_found() -> float:
+        return sum(value for key, value in samples(base_stack.url, "serveout_requests_total").items()
+                   if dict(key).get("status") == "404" and dict(key).get("endpoint") == "chat")
+
+    before = settled(not_found)
     post(base_stack, CHAT, json={"model": "gpt-17", "messages": [{"role": "user", "content": "hi"}]})
-    text = base_stack.metrics_text()
-    assert 'serveout_requests_total{endpoint="chat",model="unknown",status="404"}' in text
+    assert wait_until(lambda: not_found() == before + 1, timeout_s=15), (before, not_found())

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.integration.metrics_reading import by_label, wait_until
+from tests.integration.metrics_reading import by_label, settled, wait_until
 from tests.integration.settings import BASE, MODEL
 
 pytestmark = pytest.mark.integration
@@ -36,12 +36,17 @@ def routed(url: str) -> Counter:
 
 def test_least_loaded_spreads_concurrent_requests(stack):
     stack.ensure(with_policy("least-loaded"))
-    before = routed(stack.url)
+    before = settled(lambda: routed(stack.url))
     with ThreadPoolExecutor(8) as pool:
         replicas = Counter(pool.map(lambda i: chat(stack.url, f"Count to {i}", max_tokens=24), range(16)))
     assert len(replicas) == 2, replicas
-    after = routed(stack.url)
-    assert sum((after - before).values()) == 16
+    # Every process publishes its counters within a second or two.
+    def all_counted() -> Counter | None:
+        now = routed(stack.url)
+        return now if sum((now - before).values()) >= 16 else None
+
+    after = wait_until(all_counted, timeout_s=15)
+    assert after is not None and sum((after - before).values()) == 16, (before, routed(stack.url))
     assert all(after[r] > before[r] for r in replicas)
 
 
@@ -64,7 +69,7 @@ def prefix_hit_rate(url: str, seed: int) -> float:
 
     order = [p for p in range(4) for _ in range(4)]
     rng.shuffle(order)  # not i % 4: with 2 replicas, round-robin would be affine by accident
-    hits0, queries0 = totals()
+    hits0, queries0 = settled(totals)
     for i, p in enumerate(order):
         chat(url, f"{prefixes[p]}\nQuestion {i}: which word comes first?")
     # Replica stats reach the gateway about one period later.

@@ -56,12 +56,10 @@ def test_gateways_can_be_pinned_to_nodes_offering_a_custom_resource():
 
 
 def test_prefix_homes_are_on_exactly_when_several_routers_run():
-    from serving.app_builder import resolved_routing
-
     separate = ["--gateway-mode", "separate"]
-    assert resolved_routing(from_cli([*separate, "--routing", "prefix-affinity"])).prefix_home is False
-    assert resolved_routing(from_cli([*separate, "--routing", "prefix-affinity", "--gateway-replicas", "2"])).prefix_home
-    assert resolved_routing(from_cli([*separate, "--gateway-autoscale", "1..3"])).prefix_home
-    assert resolved_routing(from_cli(["--routing", "prefix-affinity"])).prefix_home  # direct: a router per node
+    assert from_cli([*separate, "--routing", "prefix-affinity"]).resolved_routing.prefix_home is False
+    assert from_cli([*separate, "--routing", "prefix-affinity", "--gateway-replicas", "2"]).resolved_routing.prefix_home
+    assert from_cli([*separate, "--gateway-autoscale", "1..3"]).resolved_routing.prefix_home
+    assert from_cli(["--routing", "prefix-affinity"]).resolved_routing.prefix_home  # direct: a router per node
     with pytest.raises(ValidationError):
         GatewaySpec(ray_resources={"serveout_gateway": 0})

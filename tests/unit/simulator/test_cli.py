@@ -38,3 +38,15 @@ def test_an_unknown_hardware_is_one_line_and_exit_2(tmp_path):
 def test_the_simulator_does_not_import_ray_unless_it_autoscales():
     code = "import sys, simulator.cli, simulator.simulate, simulator.cluster; print('ray' in sys.modules)"
     assert run("-c", code, timeout=60).stdout.strip() == "False"
+
+
+def test_run_help_lists_the_load_options_in_plain_text():
+    from simulator.cli import LOAD_OPTIONS, build_parser
+
+    parser = build_parser()
+    run_parser = parser._subparsers._group_actions[0].choices["run"]
+    text = run_parser.format_help()
+    for option in ("--profile", "--workload", "--duration", "--slo"):
+        assert option in text
+    assert set(LOAD_OPTIONS) <= set(text.split())
+    assert "``" not in parser.format_help() + text

@@ -95,3 +95,31 @@ def test_queue_depth_autoscaling_adds_replicas_under_load():
     peak = max(n for _, n in result.stages[0].replica_timeline)
     assert peak > 1
     assert result.stages[0].gpu_hours > 120 / 3600
+
+
+def start_offsets(hardware: str, seconds: int = 60) -> list[tuple[float, ...]]:
+    """Per turn after the first, when 4 closed-loop users (same lengths) start it, from the first user."""
+    config = load_config("--profile", "concurrency:users=4", "--workload", "random:input_len=64,output_len=16",
+                         "--duration", f"{seconds}s")
+    records = simulate(config, SimulationConfig(hardware=hardware, model="smollm2-135m-instruct")).records
+    starts = [sorted(r.start_s for r in records if r.user == user) for user in range(4)]
+    turns = min(len(s) for s in starts)
+    return [tuple(round(s[t] - starts[0][t], 3) for s in starts) for t in range(1, turns)]
+
+
+def test_closed_loop_users_drift_apart_as_real_ones_do():
+    offsets = start_offsets("cpu")
+    assert len(set(offsets)) > len(offsets) / 2  # the users' relative timing keeps changing
+
+
+def test_without_path_jitter_closed_loop_users_stay_in_lock_step(tmp_path):
+    import yaml
+
+    from simulator.hardware import HARDWARE_DIR
+
+    profile = yaml.safe_load((HARDWARE_DIR / "cpu.yaml").read_text())
+    profile["serving_path_sigma"] = {"value": 0.0, "source": "test: no jitter"}
+    profile["in_stack_noise"] = {"value": 0.0, "source": "test: no jitter"}
+    path = tmp_path / "cpu-steady.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    assert len(set(start_offsets(str(path)))) == 1  # the same relative timing every turn

@@ -22,7 +22,8 @@ def test_the_serving_path_delays_the_first_token_and_the_end_but_not_the_gaps(tm
     cpu = load_hardware("cpu")
     paths = {ms: tmp_path / f"cpu-path-{ms:g}ms.yaml" for ms in (0.0, 25.0)}
     for ms, path in paths.items():
-        write_profile(cpu.model_copy(update={"serving_path_ms": Figure(value=ms, source="test")}), path)
+        write_profile(cpu.model_copy(update={"serving_path_ms": Figure(value=ms, source="test"),
+                                             "serving_path_sigma": Figure(value=0.0, source="test")}), path)
 
     def run(hardware: str):
         return simulate(config, SimulationConfig(hardware=hardware, model="smollm2-135m-instruct")).records
@@ -33,6 +34,10 @@ def test_the_serving_path_delays_the_first_token_and_the_end_but_not_the_gaps(tm
     assert [w.e2e_s - p.e2e_s for p, w in zip(plain, with_path)] == pytest.approx([0.025] * len(plain))
     assert np.allclose(np.concatenate([p.itl_s for p in plain]), np.concatenate([w.itl_s for w in with_path]))
     assert load_hardware(paths[25.0]).serving_path_s == pytest.approx(0.025)
+    jittered = tmp_path / "cpu-path-jittered.yaml"
+    write_profile(cpu.model_copy(update={"serving_path_ms": Figure(value=25.0, source="test")}), jittered)
+    added = [w.ttft_s - p.ttft_s for p, w in zip(plain, run(str(jittered)))]
+    assert len(set(np.round(added, 6))) > 1 and np.mean(added) == pytest.approx(0.025, rel=0.2)  # a mean-1 spread
     assert cpu.model_copy(update={"serving_path_ms": None}).serving_path_s == 0.0
 
 

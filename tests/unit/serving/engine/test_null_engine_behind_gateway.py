@@ -31,7 +31,6 @@ class DirectEngineClient:
 
     retries_elsewhere = True
 
-
     async def stream(self, request, *, avoid_replica=None):
         async for chunk in self.engine.generate(request):
             yield chunk

@@ -142,3 +142,13 @@ def test_a_keys_concurrency_is_shared_between_gateway_replicas():
     controller.admit("k", concurrency=4)
     with pytest.raises(RateLimitedError, match="2 through each of 2 gateway replicas"):
         controller.admit("k", concurrency=4)
+
+
+def test_a_key_that_can_no_longer_send_stops_taking_a_fair_share():
+    clock = [0.0]
+    admission = AdmissionController(4, active_window_s=120, clock=lambda: clock[0])
+    admission.admit("old").release()
+    admission.admit("heavy")
+    assert admission.active_keys() == 2 and admission.fair_share() == 2
+    admission.retain_keys({"heavy", "light"})  # the keys file no longer has "old"
+    assert admission.active_keys() == 1 and admission.fair_share() == 4

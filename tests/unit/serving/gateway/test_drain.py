@@ -28,7 +28,6 @@ class FakeStuckEngineClient:
 
     retries_elsewhere = True
 
-
     async def stream(self, request):
         try:
             await asyncio.Event().wait()

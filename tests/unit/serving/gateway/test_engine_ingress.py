@@ -90,3 +90,28 @@ def test_serveout_errors_pass_and_other_failures_become_engine_errors():
         collect(LocalEngineClient(FakeGenerate(1, ReplicaFailedError("dead", reason="engine_dead"))))
     with pytest.raises(EngineError, match="RuntimeError"):
         collect(LocalEngineClient(FakeGenerate(1, RuntimeError("boom"))))
+
+
+class FakeElsewhere:
+    """A FAKE handle client: records the replica it was asked to avoid."""
+
+    retries_elsewhere = True
+
+    def __init__(self) -> None:
+        self.avoided: list[str | None] = []
+
+    async def stream(self, request, *, avoid_replica=None):
+        self.avoided.append(avoid_replica)
+        yield chunk(99)
+
+
+def test_a_retry_goes_to_another_replica_through_the_handle():
+    elsewhere = FakeElsewhere()
+    client = LocalEngineClient(FakeGenerate(3), elsewhere)
+    assert client.retries_elsewhere
+
+    async def go():
+        return [c.completion_tokens async for c in client.stream(object(), avoid_replica="me")]
+
+    assert asyncio.run(go()) == [99] and elsewhere.avoided == ["me"]
+    assert not LocalEngineClient(FakeGenerate(1)).retries_elsewhere

@@ -64,7 +64,6 @@ class FakeEngineClient:
 
     retries_elsewhere = True
 
-
     async def stream(self, request: GenerationRequest):
         self.last = request
         s = request.sampling

@@ -1,6 +1,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from serving.engine.protocol import GenerationChunk, GenerationDelta
 from serving.gateway.openai_format import (
@@ -85,3 +87,16 @@ def test_a_stream_cut_by_an_error_finishes_open_choices_with_error():
     assert [e["choices"][0]["index"] for e in ev[:-2]] == [1]
     assert ev[0]["choices"][0]["finish_reason"] == "error"
     assert ev[-2]["error"]["message"] == "engine replica failed" and ev[-1] == "[DONE]"
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(min_size=1), index=st.integers(0, 3), include_usage=st.booleans(),
+       chat=st.booleans(), request_id=st.text(min_size=1), model=st.text(min_size=1))
+def test_the_pre_built_text_frame_is_the_same_bytes_as_the_general_one(text, index, include_usage, chat,
+                                                                        request_id, model):
+    fmt = ChatFormat() if chat else CompletionFormat()
+    encoder = StreamEncoder(fmt, ResponseHeader(id=request_id, model=model, created=7), 4, include_usage)
+    encoder.encode(GenerationChunk(tuple(GenerationDelta(i, "x", 1) for i in range(4)), "r", 1, 4))  # started
+    fast = encoder.encode(GenerationChunk((GenerationDelta(index, text, 1),), "r", 1, 5))
+    general = encoder._event([fmt.chunk_choice(index, text, None, False)])
+    assert fast == [general]

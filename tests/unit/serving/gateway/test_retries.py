@@ -34,7 +34,6 @@ class FakeDyingEngineClient:
 
     retries_elsewhere = True
 
-
     async def stream(self, request, *, avoid_replica=None):
         self.calls.append((request.request_id, avoid_replica))
         replica = f"r{len(self.calls)}"

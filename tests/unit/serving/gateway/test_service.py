@@ -35,7 +35,6 @@ class FakeEngineClient:
 
     retries_elsewhere = True
 
-
     async def stream(self, request):
         try:
             for i, word in enumerate(self.words):

@@ -21,13 +21,19 @@ def target(spec) -> ClusterTarget:
     return target_for(spec)
 
 
+@pytest.fixture(params=["direct", "separate"])
+def mode(request) -> str:
+    return request.param
+
+
 @pytest.fixture(params=["fixed", "autoscaling"])
-def config(request, spec, target) -> StackConfig:
-    """Every model spec, with a fixed replica count and with autoscaling 1..2."""
+def config(request, spec, target, mode) -> StackConfig:
+    """Every model spec in both gateway modes, with a fixed replica count and with autoscaling 1..2."""
+    gateway = {"mode": mode}
     if request.param == "fixed":
-        return cluster_config(spec, target)
-    return cluster_config(spec, target, autoscaling={"enabled": True, "min_replicas": 1,
-                                                     "max_replicas": 2})
+        return cluster_config(spec, target, gateway=gateway)
+    return cluster_config(spec, target, gateway=gateway, autoscaling={"enabled": True, "min_replicas": 1,
+                                                                      "max_replicas": 2})
 
 
 @pytest.fixture(scope="session")

@@ -30,9 +30,10 @@ def target_for(spec: ModelSpec) -> ClusterTarget:
 
 
 def cluster_config(spec: ModelSpec, target: ClusterTarget, **overrides) -> StackConfig:
-    """A StackConfig for ``spec`` on ``target`` (two replicas unless overridden; the keys
-    file where ``serving render`` puts it when the target names a keys Secret)."""
-    data: dict = {"model": spec.name, "gateway": {"host": "0.0.0.0", "mode": "separate"},
+    """A StackConfig for ``spec`` on ``target`` (two replicas and the default gateway mode
+    unless overridden; the keys file where ``serving render`` puts it when the target names
+    a keys Secret)."""
+    data: dict = {"model": spec.name, "gateway": {"host": "0.0.0.0"},
                   "replicas": {"num_replicas": 2}}
     if target.api_keys_secret:
         data["gateway"]["api_keys_file"] = str(DEFAULT_KEYS_FILE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from serving.manifests.naming import ENGINE_DEPLOYMENT, engine_deployment_label
+from serving.manifests.naming import ENGINE_DEPLOYMENT, GATEWAY_DEPLOYMENT, drained_deployment, engine_deployment_label
 from serving.manifests.serve_config import IMPORT_PATH
 from tests.unit.serving.manifests.manifest_helpers import CATALOG, cluster_config
 
@@ -14,6 +14,21 @@ def test_import_path_is_the_declarative_entry_point():
     app_builder = importlib.import_module(module)
     assert getattr(app_builder, attr) is app_builder.app_from_args
     assert ENGINE_DEPLOYMENT == app_builder.ENGINE_DEPLOYMENT
+    assert GATEWAY_DEPLOYMENT == app_builder.GATEWAY_DEPLOYMENT
+
+
+def test_the_prestop_drains_the_deployment_whose_class_drains(kind):
+    """The pods' preStop calls `drain(timeout_s)` on the replicas of drained_deployment:
+    in each mode that is the app's ingress (the gateway), whose class has it."""
+    import inspect
+
+    from serving.app_builder import build_app
+
+    for mode in ("direct", "separate"):
+        config = cluster_config(CATALOG.get("smollm2-135m-instruct"), kind, gateway={"mode": mode})
+        ingress = build_app(config)._bound_deployment
+        assert ingress.name == drained_deployment(config), mode
+        assert "timeout_s" in inspect.signature(ingress.func_or_class.drain).parameters, mode
 
 
 def test_deployment_label_is_the_one_the_router_gets(kind):
@@ -45,7 +60,7 @@ def test_serve_config_states_the_engine_options_the_app_builder_sets(h200):
         "name": ENGINE_DEPLOYMENT, "num_replicas": engine_deployment_options(fixed)["num_replicas"]}
 
 
-def test_the_gateway_deployment_asks_for_what_only_the_gateway_pods_offer(h200):
+def test_the_gateway_deployment_asks_for_what_only_the_gateway_pods_offer(h200, tmp_path):
     """The app builder's gateway options for the config `serving render` builds, against the
     rendered RayCluster as Ray's KubeRay autoscaler reads it: every gateway replica fits a
     gateway pod, and no other pod has what it asks for."""
@@ -55,7 +70,9 @@ def test_the_gateway_deployment_asks_for_what_only_the_gateway_pods_offer(h200):
     from serving.manifests.command import cluster_stack_config
     from serving.manifests.rayservice import render_rayservice
 
-    config = cluster_stack_config("llama-3.3-70b-instruct", None, h200, CATALOG)
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("gateway: {mode: separate}\n")
+    config = cluster_stack_config("llama-3.3-70b-instruct", stack, h200, CATALOG)
     actor = gateway_deployment_options(config)["ray_actor_options"]
     asks = {"CPU": actor["num_cpus"], **actor["resources"]}
     assert actor["resources"], "a target with gateway pods pins the gateway replicas"

@@ -92,33 +92,58 @@ def test_a_target_with_a_keda_section_is_refused_in_one_line(tmp_path, capsys):
 H200 = TARGETS / "h200-3x8.yaml"
 
 
-def _with_gateways(tmp_path, **gateways) -> Path:
-    """The checked-in H200 target with another ``gateways`` section."""
+def _with_gateways(tmp_path, traffic: dict | None = None, **gateways) -> Path:
+    """The checked-in H200 target with another ``gateways`` (and ``traffic``) section."""
     target = yaml.safe_load(H200.read_text())
     target["gateways"] = gateways
+    if traffic is not None:
+        target["traffic"] = traffic
     path = tmp_path / "target.yaml"
     path.write_text(yaml.safe_dump(target))
     return path
 
 
+def _stack(tmp_path, text: str = "gateway: {mode: separate}\n") -> Path:
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(text)
+    return stack
+
+
+def test_the_direct_mode_is_the_default_on_a_cluster():
+    config = cluster_stack_config("llama-3.1-8b-instruct", None, load_cluster_target(H200), CATALOG)
+    assert config.gateway.direct
+    assert config.gateway.ray_resources == {} and config.gateway.replicas == 1, "no gateway pods to pin to"
+
+
 def test_the_targets_peak_sizes_the_gateways_unless_the_stack_says(tmp_path):
     """Z = ceil(Y / (0.7 x X)) + 1 gateways for the target's peak; the stack file's own count wins."""
-    target = load_cluster_target(_with_gateways(tmp_path, peak_output_tokens_per_s=3000, tokens_per_core=400))
-    sized = cluster_stack_config("llama-3.1-8b-instruct", None, target, CATALOG)
+    target = load_cluster_target(_with_gateways(tmp_path, traffic={"peak_output_tokens_per_s": 3000},
+                                                tokens_per_core=400))
+    sized = cluster_stack_config("llama-3.1-8b-instruct", _stack(tmp_path), target, CATALOG)
     assert sized.gateway.replicas == 12  # 3000 / 280 = 10.7 -> 11, + 1
-    stack = tmp_path / "stack.yaml"
-    stack.write_text("gateway: {replicas: 3}\n")
-    assert cluster_stack_config("llama-3.1-8b-instruct", stack, target, CATALOG).gateway.replicas == 3
-    unsized = load_cluster_target(_with_gateways(tmp_path, cpus=2))
-    assert cluster_stack_config("llama-3.1-8b-instruct", None, unsized, CATALOG).gateway.replicas == 1
+    own = _stack(tmp_path, "gateway: {mode: separate, replicas: 3}\n")
+    assert cluster_stack_config("llama-3.1-8b-instruct", own, target, CATALOG).gateway.replicas == 3
+    unsized = load_cluster_target(_with_gateways(tmp_path, traffic={}, cpus=2))
+    assert cluster_stack_config("llama-3.1-8b-instruct", _stack(tmp_path), unsized, CATALOG).gateway.replicas == 1
+
+
+def test_the_peak_may_still_be_stated_in_the_gateways_section(tmp_path):
+    """Targets written before ``traffic:`` keep rendering; a second, different peak is refused."""
+    old = load_cluster_target(_with_gateways(tmp_path, traffic={}, peak_output_tokens_per_s=3000,
+                                             tokens_per_core=400))
+    assert old.traffic.peak_output_tokens_per_s == 3000
+    assert cluster_stack_config("llama-3.1-8b-instruct", _stack(tmp_path), old, CATALOG).gateway.replicas == 12
+    with pytest.raises(ConfigError, match="state the peak once"):
+        load_cluster_target(_with_gateways(tmp_path, peak_output_tokens_per_s=3000))  # traffic says 36000
 
 
 def test_the_rendered_serve_config_carries_the_sized_gateways(tmp_path, capsys):
     """What the cluster runs (serveConfigV2's args, the bare-metal Serve config) and the pods
     that hold it agree with the sizing rule."""
-    target = _with_gateways(tmp_path, peak_output_tokens_per_s=1000, tokens_per_core=500, cpus=3)
+    target = _with_gateways(tmp_path, traffic={"peak_output_tokens_per_s": 1000}, tokens_per_core=500, cpus=3)
     out = tmp_path / "out"
-    assert main(["render", "--model", "llama-3.1-8b-instruct", "--target", str(target), "--out", str(out)]) == 0
+    assert main(["render", "--model", "llama-3.1-8b-instruct", "--config", str(_stack(tmp_path)),
+                 "--target", str(target), "--out", str(out)]) == 0
     capsys.readouterr()
     rayservice = yaml.safe_load((out / "rayservice.yaml").read_text())
     args = yaml.safe_load(rayservice["spec"]["serveConfigV2"])["applications"][0]["args"]
@@ -146,7 +171,8 @@ def _rendered(out: Path) -> tuple[dict, dict, dict]:
 def test_a_target_with_gateway_pods_pins_the_gateway_replicas_to_them(tmp_path, capsys):
     """Each replica asks for the resource (on KubeRay and on VMs); only the gateway pods offer it."""
     out = tmp_path / "out"
-    assert main(["render", "--model", "llama-3.1-8b-instruct", "--target", str(H200), "--out", str(out)]) == 0
+    assert main(["render", "--model", "llama-3.1-8b-instruct", "--config", str(_stack(tmp_path)),
+                 "--target", str(H200), "--out", str(out)]) == 0
     capsys.readouterr()
     args, bare_metal, params = _rendered(out)
     assert args["gateway"]["ray_resources"] == bare_metal["gateway"]["ray_resources"] == {GATEWAY_RESOURCE: 1}
@@ -158,8 +184,7 @@ def test_a_target_with_gateway_pods_pins_the_gateway_replicas_to_them(tmp_path, 
 @pytest.mark.parametrize("own", [{"fast_nic": 2.0}, {}])
 def test_the_stack_files_own_gateway_resources_win_whole(tmp_path, own):
     """Not merged with the default: a stack asking for another resource (or none) gets just that."""
-    stack = tmp_path / "stack.yaml"
-    stack.write_text(yaml.safe_dump({"gateway": {"ray_resources": own}}))
+    stack = _stack(tmp_path, yaml.safe_dump({"gateway": {"mode": "separate", "ray_resources": own}}))
     config = cluster_stack_config("llama-3.1-8b-instruct", stack, load_cluster_target(H200), CATALOG)
     assert config.gateway.ray_resources == own
 
@@ -175,13 +200,25 @@ def test_without_gateway_pods_the_gateways_ask_for_no_resource(tmp_path, capsys)
     assert "GATEWAYS" not in (out / "serve-config.yaml").read_text()
 
 
-def test_gateway_pods_for_gateways_inside_the_engines_are_refused_in_one_line(tmp_path, capsys):
-    """Not the StackConfig's complaint about a gateway.replicas the user never set."""
-    stack = tmp_path / "stack.yaml"
-    stack.write_text("gateway: {mode: direct}\n")
+def test_the_direct_mode_renders_no_gateway_pods_and_says_why(tmp_path, capsys):
+    """The target's gateway pods serve the separate mode; a direct-mode stack gets none (and no
+    resource pinning its routers to pods nobody offers)."""
+    out = tmp_path / "out"
+    assert main(["render", "--model", "llama-3.1-8b-instruct", "--target", str(H200), "--out", str(out)]) == 0
+    capsys.readouterr()
+    args, bare_metal, params = _rendered(out)
+    assert args["gateway"]["mode"] == bare_metal["gateway"]["mode"] == "direct"
+    assert args["gateway"]["ray_resources"] == {} and list(params) == ["head", "engines"]
+    assert "gateway pods (gateways:) are for gateway.mode separate" in (out / "rayservice.yaml").read_text()
+
+
+def test_routers_pinned_to_a_resource_are_refused_in_one_line(tmp_path, capsys):
+    """In the direct mode gateway.ray_resources would pin the routers, which Ray places on
+    every proxy node: no pod offers the resource, so every request would fail."""
+    stack = _stack(tmp_path, "gateway: {ray_resources: {serveout_gateway: 1}}\n")
     out = tmp_path / "out"
     code = main(["render", "--model", "llama-3.1-8b-instruct", "--config", str(stack), "--target", str(H200),
                  "--out", str(out)])
     err = capsys.readouterr().err
-    assert code == 2 and "direct runs none" in err and err.count("\n") == 1
+    assert code == 2 and "pins the routers" in err and err.count("\n") == 1
     assert not out.exists()

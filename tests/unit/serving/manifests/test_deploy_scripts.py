@@ -11,6 +11,8 @@ from serving.manifests.naming import GATEWAY_RESOURCE
 from tests.unit.serving.manifests.manifest_helpers import REPO
 
 DEPLOY = REPO / "deploy"
+RAY_ENV = DEPLOY / "examples" / "llama-3.3-70b-instruct-h200-3x8" / "ray-env.sh"
+"""A rendered ray-env.sh (the checked-in example's)."""
 
 
 @pytest.mark.parametrize("script", ["bare-metal/launch.sh", "render-examples.sh", "docker/lock-gpu.sh"])
@@ -36,7 +38,8 @@ def _head_start(**env: str) -> subprocess.CompletedProcess:
     import os
 
     return subprocess.run(["bash", str(DEPLOY / "bare-metal" / "launch.sh"), "head"], capture_output=True,
-                          text=True, env={**os.environ, "RAY": "echo", "NVIDIA_SMI": "no-nvidia-smi", **env})
+                          text=True, env={**os.environ, "RAY": "echo", "NVIDIA_SMI": "no-nvidia-smi",
+                                          "RAY_ENV": str(RAY_ENV), **env})
 
 
 def test_bare_metal_head_offers_its_gpus_to_engine_replicas():
@@ -118,7 +121,33 @@ def _worker_start(tmp_path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(DEPLOY / "bare-metal" / "launch.sh"), "worker", "10.0.0.10"],
                           capture_output=True, text=True,
                           env={**clean, "RAY": _fake_ray(tmp_path), "HOME": str(tmp_path),
-                               "NVIDIA_SMI": "no-nvidia-smi", **env})
+                               "NVIDIA_SMI": "no-nvidia-smi", "RAY_ENV": str(RAY_ENV), **env})
+
+
+def test_bare_metal_ray_starts_with_the_rendered_serve_settings(tmp_path):
+    """Serve reads them once, at start, in every Ray process: `ray start` must inherit them."""
+    fake = tmp_path / "fake-ray-showing-env"
+    fake.write_text('#!/bin/sh\necho "$RAY_SERVE_ENABLE_HA_PROXY $RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE '
+                    '$RAY_SERVE_HAPROXY_RETRY_ON $1"\n')
+    fake.chmod(0o755)
+    env = tmp_path / "ray-env.sh"
+    env.write_text(RAY_ENV.read_text().replace("REPLICAS_PER_NODE=2", "REPLICAS_PER_NODE=5"))
+    run = _head_start(RAY=str(fake), HOME=str(tmp_path), RAY_ENV=str(env))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "1 5 conn-failure empty-response 503 start"
+    (tmp_path / ".ray").mkdir(exist_ok=True)
+    (tmp_path / ".ray" / "auth_token").write_text("token-copied-from-the-head")
+    worker = _worker_start(tmp_path, RAY=str(fake), RAY_ENV=str(env))
+    assert worker.stdout.splitlines() == ["1 5 conn-failure empty-response 503 start"]
+
+
+@pytest.mark.parametrize("command", ["head", "worker"])
+def test_bare_metal_ray_refuses_to_start_without_the_serve_settings(tmp_path, command):
+    start = _head_start if command == "head" else lambda **env: _worker_start(tmp_path, **env)
+    for missing in ("", str(tmp_path / "nowhere.sh")):
+        run = start(RAY_ENV=missing)
+        assert run.returncode == 2 and run.stdout == ""
+        assert "ray-env.sh" in run.stderr and run.stderr.count("\n") == 1
 
 
 def test_bare_metal_worker_needs_the_heads_token(tmp_path):

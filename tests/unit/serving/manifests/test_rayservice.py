@@ -59,7 +59,8 @@ def test_required_kuberay_fields(config, target):
     # json tags without omitempty in ray-operator/apis/ray/v1 (HeadGroupSpec, WorkerGroupSpec)
     assert {"rayStartParams", "template"} <= head.keys()
     groups = cluster["workerGroupSpecs"]
-    assert [g["groupName"] for g in groups] == ["engines"] + (["gateways"] if target.gateways else [])
+    gateway_pods = bool(target.gateways) and not config.gateway.direct
+    assert [g["groupName"] for g in groups] == ["engines"] + (["gateways"] if gateway_pods else [])
     for group in groups:
         assert {"groupName", "minReplicas", "maxReplicas", "rayStartParams", "template"} <= group.keys()
     for template in [head["template"]] + [g["template"] for g in groups]:
@@ -277,7 +278,7 @@ def test_tensor_parallel_wider_than_a_node_is_refused(h200):
 
 
 def test_gateway_pods_sit_on_cpu_nodes_and_take_no_engine(h200, kind):
-    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200, gateway={"replicas": 5})
+    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200, gateway={"mode": "separate", "replicas": 5})
     groups = render_rayservice(config, h200)["spec"]["rayClusterConfig"]["workerGroupSpecs"]
     (gateways,) = [g for g in groups if g["groupName"] == "gateways"]
     assert gateways["replicas"] == gateways["minReplicas"] == gateways["maxReplicas"] == 5
@@ -302,7 +303,7 @@ def test_gateway_pods_offer_the_gateway_resource_in_kuberays_format(h200):
     """KubeRay hands rayStartParams to `ray start` through a shell: JSON in an escaped,
     double-quoted string (its documented form), one unit per pod (one replica per pod)."""
     config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200,
-                            gateway={"replicas": 5, "ray_resources": {GATEWAY_RESOURCE: 1}})
+                            gateway={"mode": "separate", "replicas": 5, "ray_resources": {GATEWAY_RESOURCE: 1}})
     rs = render_rayservice(config, h200)
     groups = _groups(rs)
     assert groups["gateways"]["rayStartParams"]["resources"] == '"{\\"serveout_gateway\\": 1}"'
@@ -321,7 +322,7 @@ def test_rays_autoscaler_sees_the_gateway_resource_on_the_gateway_group_alone(h2
     from ray.autoscaler._private.kuberay.autoscaling_config import _derive_autoscaling_config_from_ray_cr
 
     config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200, gateway={
-        "ray_resources": {GATEWAY_RESOURCE: 1},
+        "mode": "separate", "ray_resources": {GATEWAY_RESOURCE: 1},
         "autoscaling": {"enabled": True, "min_replicas": 2, "max_replicas": 9}})
     assert not config.autoscaling.enabled
     rs = render_rayservice(config, h200)
@@ -342,8 +343,8 @@ def test_without_a_cpu_pool_label_the_head_keeps_off_gpu_nodes(h200):
     for role in ("worker", "head", "gateways"):
         data[role]["node_selector"] = {}
     target = type(h200).model_validate(data)
-    cluster = render_rayservice(cluster_config(CATALOG.get("llama-3.3-70b-instruct"), target),
-                                target)["spec"]["rayClusterConfig"]
+    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), target, gateway={"mode": "separate"})
+    cluster = render_rayservice(config, target)["spec"]["rayClusterConfig"]
     groups = {g["groupName"]: g["template"]["spec"] for g in cluster["workerGroupSpecs"]}
     assert groups["engines"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     for pod in (cluster["headGroupSpec"]["template"]["spec"], groups["gateways"]):

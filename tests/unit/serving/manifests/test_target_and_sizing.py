@@ -54,6 +54,8 @@ def test_the_valid_base_target_loads():
      "head.node_selector selects the GPU workers' pool"),
     ({"gateways": {"node_selector": GPU_POOL}}, "gateways.node_selector selects the GPU workers' pool"),
     ({"gateways": {"peak_output_tokens_per_s": 0}}, "peak_output_tokens_per_s"),
+    ({"traffic": {"peak_output_tokens_per_s": -5}}, "peak_output_tokens_per_s"),
+    ({"traffic": {"output_tokens_per_request": 0}}, "output_tokens_per_request"),
     ({"gateways": {"tokens_per_core": -1}}, "tokens_per_core"),
     ({"keda": {"scale_target": {"api_version": "ray.io/v1", "kind": "RayService", "name": "x"}}},
      "keda section was removed"),
@@ -153,14 +155,15 @@ def test_the_sizing_rule_refuses_nonsense(peak, per_core):
 def test_gateway_pods_hold_the_most_gateway_replicas_the_config_runs():
     target = ClusterTarget.model_validate(_target(gateways={"cpus": 3, "memory_gib": 6}))
     spec = CATALOG.get("llama-3.1-8b-instruct")
-    fixed = plan_gateways(cluster_config(spec, target, gateway={"replicas": 4}), target)
+    fixed = plan_gateways(cluster_config(spec, target, gateway={"mode": "separate", "replicas": 4}), target)
     assert (fixed.min_pods, fixed.max_pods, fixed.cpus, fixed.memory_gib) == (4, 4, 3, 6)
     assert fixed.offers == {} and not fixed.autoscaling
     # Autoscaled replicas that ask for no resource never make KubeRay add a pod: room for the most.
-    scaled = cluster_config(spec, target, gateway={"replicas": 4, "autoscaling": {
+    scaled = cluster_config(spec, target, gateway={"mode": "separate", "replicas": 4, "autoscaling": {
         "enabled": True, "min_replicas": 2, "max_replicas": 7}})
     assert (plan_gateways(scaled, target).min_pods, plan_gateways(scaled, target).max_pods) == (7, 7)
-    assert plan_gateways(cluster_config(spec, target), ClusterTarget.model_validate(_target())) is None
+    assert plan_gateways(cluster_config(spec, target, gateway={"mode": "separate"}),
+                         ClusterTarget.model_validate(_target())) is None
 
 
 def test_gateway_pods_offer_what_a_replica_asks_for_and_follow_serves_bounds():
@@ -169,16 +172,17 @@ def test_gateway_pods_offer_what_a_replica_asks_for_and_follow_serves_bounds():
     target = ClusterTarget.model_validate(_target(gateways={"cpus": 2}))
     spec = CATALOG.get("llama-3.1-8b-instruct")
     wants = {"serveout_gateway": 1.0, "fast_nic": 0.5}
-    fixed = plan_gateways(cluster_config(spec, target, gateway={"replicas": 3, "ray_resources": wants}),
-                          target)
+    fixed = plan_gateways(cluster_config(spec, target, gateway={"mode": "separate", "replicas": 3,
+                                                                "ray_resources": wants}), target)
     assert (fixed.min_pods, fixed.max_pods, fixed.offers) == (3, 3, wants)  # one replica per pod
-    scaled = plan_gateways(cluster_config(spec, target, gateway={"ray_resources": wants, "autoscaling": {
+    scaled = plan_gateways(cluster_config(spec, target, gateway={"mode": "separate", "ray_resources": wants,
+                                                                 "autoscaling": {
         "enabled": True, "min_replicas": 2, "max_replicas": 7}}), target)
     assert (scaled.min_pods, scaled.max_pods, scaled.autoscaling) == (2, 7, True)
 
 
-def test_gateway_pods_are_refused_for_gateways_inside_the_engines():
+def test_the_direct_mode_gets_no_gateway_pods():
+    """The gateway runs in every engine replica: the target's gateway pods would stay empty."""
     target = ClusterTarget.model_validate(_target(gateways={"cpus": 2}))
     config = cluster_config(CATALOG.get("llama-3.1-8b-instruct"), target, gateway={"mode": "direct"})
-    with pytest.raises(ConfigError, match="direct runs none"):
-        plan_gateways(config, target)
+    assert plan_gateways(config, target) is None

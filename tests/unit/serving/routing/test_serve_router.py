@@ -15,8 +15,10 @@ from ray.serve.request_router import PendingRequest
 from serving.config.stack import RoutingSpec
 from serving.engine.protocol import EngineStats, GenerationRequest, SamplingSettings
 from serving.routing.policy import Ranking, RoutingPolicy
+from serving.routing.core import RouteTicket
 from serving.routing.serve_router import (
     AVOID_REPLICA_KWARG,
+    ROUTE_TICKET_KWARG,
     ServeoutRequestRouter,
     request_router_config,
     routing_request,
@@ -256,5 +258,57 @@ def test_a_replica_that_died_is_forgotten_at_once():
         assert router.routing.assigned("dying") == 1
         router.on_replica_actor_died(dying.replica_id)
         assert router.routing.assigned("dying") == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_request_sent_out_of_band_is_counted_at_once_and_its_ticket_releases_it():
+    async def scenario():
+        registry = CollectorRegistry()
+        router = make_router("prefix-affinity", registry, prefix_block_tokens=4)
+        replicas = [FakeRunningReplica("r1", EngineStats("r1")), FakeRunningReplica("r2", EngineStats("r2"))]
+        router.update_replicas(replicas)
+        ticket = RouteTicket()
+        request = pending("a", prompt(1, 2, 3, tail=(9,)), kwargs={ROUTE_TICKET_KWARG: ticket})
+        ranks = await router.choose_replicas(replicas, request)
+        assert len(ranks) == 1  # Serve takes the first replica without asking it
+        chosen = ranks[0][0].replica_id.unique_id
+        assert ticket.replica_id == chosen
+        assert routed(registry, chosen, "prefix-affinity") == 1  # no on_request_routed will come
+        assert router.routing.assigned(chosen) == 1
+        same_prefix = pending("b", prompt(1, 2, 3, tail=(8,)), kwargs={ROUTE_TICKET_KWARG: RouteTicket()})
+        assert (await router.choose_replicas(replicas, same_prefix))[0][0].replica_id.unique_id == chosen
+        ticket.finish()
+        ticket.finish()  # twice is harmless
+        assert router.routing.assigned(chosen) == 1  # b is still in flight
+
+    asyncio.run(scenario())
+
+
+def test_a_ticket_reporting_a_dead_engine_keeps_requests_off_its_replica():
+    async def scenario():
+        router = make_router("least-loaded", CollectorRegistry())
+        replicas = [FakeRunningReplica("r1"), FakeRunningReplica("r2")]
+        router.update_replicas(replicas)
+        ticket = RouteTicket()
+        first = await router.choose_replicas(replicas, pending("a", kwargs={ROUTE_TICKET_KWARG: ticket}))
+        dead = first[0][0].replica_id.unique_id
+        ticket.finish(engine_dead=True)
+        for i in range(10):
+            ranks = await router.choose_replicas(replicas, pending(f"q{i}", kwargs={ROUTE_TICKET_KWARG: RouteTicket()}))
+            assert ranks[0][0].replica_id.unique_id != dead
+
+    asyncio.run(scenario())
+
+
+def test_out_of_band_requests_see_the_engines_polled_load():
+    async def scenario():
+        router = make_router("least-loaded", CollectorRegistry())
+        busy = FakeRunningReplica("busy", EngineStats("busy", running=6, waiting=3))
+        idle = FakeRunningReplica("idle", EngineStats("idle"))
+        router.update_replicas([busy, idle])
+        for i in range(4):  # no queue probes out of band: the engines' own counts decide
+            ranks = await router.choose_replicas([busy, idle], pending(f"q{i}", kwargs={ROUTE_TICKET_KWARG: RouteTicket()}))
+            assert ranks[0][0] is idle
 
     asyncio.run(scenario())

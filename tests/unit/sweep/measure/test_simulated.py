@@ -102,3 +102,25 @@ def test_run_sweep_hands_the_measured_text_density_to_the_report(tmp_path: Path)
     assert report.text_density == densities
     assert report.language_costs and report.language_costs[0].language == "vi"
     assert ResultsFolder(tmp_path).read_report().text_density == densities
+
+
+def test_a_simulated_plan_simulates_every_count_it_needs_instead_of_assuming_contention():
+    from sweep.capacity.model import MeasuredCount, ShapeCapacity
+    from sweep.search.simulated_sweep import with_simulated_counts
+    from sweep.spec.space import Shape
+
+    base = ShapeCapacity(shape=Shape(tp=2), accelerators_per_replica=2, cost_per_replica_hour=12.6, max_replicas=12,
+                         measured=(MeasuredCount(replicas=1, passes_at_rps=2.5),), contention=0.111,
+                         contention_assumed=True, output_tokens_per_request=256)
+    asked: list[int] = []
+
+    def fake_count(n: int) -> MeasuredCount:  # a fake simulation: linear scaling, 2.5 req/s per replica
+        asked.append(n)
+        return MeasuredCount(replicas=n, passes_at_rps=2.5 * n, fails_at_rps=2.5 * n * 1.2)
+
+    plan = with_simulated_counts(None, None, base, 20.0, 0.1, None, None, simulate_count=fake_count)
+    # 9 replicas carry 20 / 0.9 = 22.2 req/s, 10 is the next step; the assumed curve asked for more at first
+    assert set(range(2, 11)) <= set(asked) and asked == sorted(set(asked))  # each count simulated once
+    assert not plan.contention_assumed and plan.contention == 0.0
+    assert plan.replicas_for(20.0, 0.1) == 9 and plan.basis(9) == "measured"
+    assert base.replicas_for(20.0, 0.1) != 9  # the assumed contention had it wrong

@@ -1,0 +1,14 @@
+# Rendered by serving.manifests: model llama-3.3-70b-instruct on target h200-3x8.
+# Do not edit; change the stack or target file and render again (deploy/README.md).
+# Serve settings every Ray process reads at start (serving.manifests.ray_env): on bare VMs,
+# RAY_ENV=ray-env.sh deploy/bare-metal/launch.sh head|worker sources it before `ray start`.
+export RAY_SERVE_ENABLE_HA_PROXY=1
+export RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY=1
+export RAY_SERVE_HAPROXY_INGRESS_REQUEST_ROUTER_BUFSIZE=262144
+export RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE=2
+export RAY_SERVE_HAPROXY_RETRY_ON='conn-failure empty-response 503'
+export RAY_SERVE_HAPROXY_NBTHREAD=1
+export RAY_SERVE_HAPROXY_METRICS_ENABLED=0
+export RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S=2
+export RAY_worker_niceness=0
+export RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S=630

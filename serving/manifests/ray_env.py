@@ -1,0 +1,61 @@
+"""The Ray Serve settings every Ray process of a rendered cluster starts with.
+
+Serve reads them once, at import, in every process (the controller, each node's proxy
+manager, the replicas), so they go into the environment of every Ray container (head,
+engine workers, gateway pods) and, for bare VMs, into ``ray-env.sh``, which
+``deploy/bare-metal/launch.sh`` sources before ``ray start``. They are the local stack's
+(:func:`serving.local_cluster.direct_ingress_env`: Serve's HAProxy ingress, the router
+asked about every POST with its body, retries of a request a replica refused before its
+first byte), with three values set for the cluster:
+
+* ``RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE`` and ``RAY_SERVE_HAPROXY_NBTHREAD`` from
+  the target's peak (:func:`.sizing.plan_front_end`; without a peak, two routers per node
+  and the local stack's threads for the pod's cores);
+* ``RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S``: HAProxy reloads whenever a replica starts or
+  stops, and a reloaded process that still carries streams is killed this long after the
+  reload (Serve's default 120 s). Here it is the longest a request may run
+  (``gateway.request_timeout_s``, or ``drain.timeout_s`` if longer) plus a margin, so a
+  scale change never cuts a stream before its own deadline.
+
+The same settings serve both gateway modes: the separate mode runs behind HAProxy too
+(its gateway replicas are the ingress), as ``serving up`` runs it.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+
+from serving.config.stack import StackConfig
+from serving.local_cluster import direct_ingress_env
+from serving.manifests.sizing import FrontEndPlan
+
+ROUTERS_ENV = "RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE"
+THREADS_ENV = "RAY_SERVE_HAPROXY_NBTHREAD"
+HARD_STOP_ENV = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
+HARD_STOP_MARGIN_S = 30
+"""How long past a request's deadline a reloaded HAProxy may still carry it (its error
+event, the connection's close)."""
+
+
+def ray_serve_env(config: StackConfig, plan: FrontEndPlan, pod_cpus: int) -> dict[str, str]:
+    """The Serve settings of a Ray process on a pod (or VM) with ``pod_cpus`` cores."""
+    env = direct_ingress_env(pod_cpus)
+    env[ROUTERS_ENV] = str(plan.routers_per_node)
+    if plan.haproxy_threads is not None:
+        env[THREADS_ENV] = str(min(plan.haproxy_threads, pod_cpus))
+    longest = max(config.gateway.request_timeout_s, config.drain.timeout_s)
+    env[HARD_STOP_ENV] = str(math.ceil(longest) + HARD_STOP_MARGIN_S)
+    return env
+
+
+def container_env(config: StackConfig, plan: FrontEndPlan, pod_cpus: int) -> list[dict]:
+    """:func:`ray_serve_env` as a container's ``env`` entries."""
+    return [{"name": name, "value": value} for name, value in ray_serve_env(config, plan, pod_cpus).items()]
+
+
+def env_script(config: StackConfig, plan: FrontEndPlan, vm_cpus: int) -> str:
+    """``ray-env.sh`` for bare VMs: the same settings as shell exports (``launch.sh``
+    sources it with ``RAY_ENV=ray-env.sh`` before ``ray start`` on every VM)."""
+    lines = [f"export {name}={shlex.quote(value)}" for name, value in ray_serve_env(config, plan, vm_cpus).items()]
+    return "\n".join(lines) + "\n"
