@@ -5,11 +5,12 @@ moment of the next start time: ``need(t) = ceil(arrivals in [t - w/2, t + w/2) /
 capacity))`` within the bounds, and ``target(t) = max need over [t, t + start + tick]``,
 so every replica serves exactly when the load it is needed for arrives and stops as
 soon as it is not (no look-back, no delays, no guessing). Its one unknown is how many
-requests per second a replica carries within the SLO (``capacity``): :func:`fewest_gpu_hours`
-searches it, simulating each schedule in full, for the fewest GPU-hours whose SLO
-attainment reaches a goal. That is the yardstick for a real policy's GPU-hours at the
-same attainment: within this family of schedules (replicas in proportion to the
-arrival rate, exactly on time), none meeting the goal costs less.
+requests per second a replica carries within the SLO (``capacity``): the caller runs
+the schedule (:func:`run_clairvoyant`, simulated in full) at a few capacities and
+takes the fewest GPU-hours whose SLO attainment is no lower than a real policy's
+(``benchmarks/routing_oracle.py``). That is the yardstick for the policy's GPU-hours
+at the same attainment: within this family of schedules (replicas in proportion to
+the arrival rate, exactly on time), none reaching it costs less.
 """
 
 from __future__ import annotations
@@ -120,30 +121,3 @@ def run_clairvoyant(config: LoadTestConfig, base: SimulationConfig, policy: Auto
     sim = base.model_copy(update={"replicas": plan.at(0.0),
                                   "autoscaling": policy.model_copy(update={"enabled": True, "min_replicas": 1})})
     return ClairvoyantRun(capacity_rps, simulate(config, sim, cluster=planned_cluster(plan)))
-
-
-def fewest_gpu_hours(config: LoadTestConfig, base: SimulationConfig, policy: AutoscalingSpec, *,
-                     attainment: float, low_rps: float, high_rps: float, steps: int = 7,
-                     progress: Callable[[ClairvoyantRun], None] | None = None) -> list[ClairvoyantRun]:
-    """Bisect the capacity (geometrically, ``steps`` runs) for the cheapest plan whose SLO
-    attainment is at least ``attainment``; returns every run (the answer: the cheapest
-    passing one). A higher capacity means fewer replicas."""
-    arrivals = stage_arrivals(config)
-    runs: list[ClairvoyantRun] = []
-    lo, hi = low_rps, high_rps  # lo: assumed to pass
-    for _ in range(steps):
-        mid = math.sqrt(lo * hi)
-        run = run_clairvoyant(config, base, policy, mid, arrivals=arrivals)
-        runs.append(run)
-        if progress is not None:
-            progress(run)
-        if run.slo_attainment >= attainment:
-            lo = mid
-        else:
-            hi = mid
-    return runs
-
-
-def cheapest_passing(runs: list[ClairvoyantRun], attainment: float) -> ClairvoyantRun | None:
-    passing = [r for r in runs if r.slo_attainment >= attainment]
-    return min(passing, key=lambda r: r.gpu_hours, default=None)
