@@ -24,9 +24,13 @@ The bound is the smaller of two, each provably above the model's optimum:
   holds at most ``N x C`` blocks, and a block enters it only when a request computes
   it: the union is a demand-paged cache of ``N x C`` blocks over the sequence of every
   request's blocks, and a hit on any replica is a hit of the union. Belady's MIN
-  (evict the block used again furthest in the future) maximises the hits of such a
-  cache; its count of hits on hittable blocks is the bound (it also ignores that a
-  hit must be a prefix, which only raises it).
+  (evict the block used again furthest in the future, or bypass a block used again
+  later than every resident one) maximises the hits of such a cache; its count of
+  hits is the bound. It counts every hit, those on blocks a request may not hit (its
+  last token's) too: MIN maximises the unweighted count, and a cache that gave up
+  such hits for hittable ones could beat MIN's hittable count (``A B C B C A+``
+  with two blocks: MIN keeps B and C and misses A; keeping A hits it). It also
+  ignores that a hit must be a prefix; both only raise it.
 
 It is tight when one of the two binds and the prefixes pack into replicas without
 splitting a prefix's requests over more replicas than its count needs; the unit tests
@@ -115,23 +119,24 @@ def load_capped_hits(requests: Sequence[BlockedRequest], cap: int) -> int:
 
 
 def pooled_hits(requests: Sequence[BlockedRequest], capacity: int) -> int:
-    """The second bound: Belady's MIN on one cache of ``capacity`` blocks, in blocks hit."""
-    refs = [(h, depth < r.hittable) for r in requests for depth, h in enumerate(r.hashes)]
+    """The second bound: Belady's MIN on one cache of ``capacity`` blocks, in blocks hit
+    (every hit: see the module docstring)."""
+    refs = [h for r in requests for h in r.hashes]
     if capacity <= 0:
         return 0
     never = len(refs)
     next_use = [never] * len(refs)
     seen: dict[int, int] = {}
     for i in range(len(refs) - 1, -1, -1):
-        h = refs[i][0]
+        h = refs[i]
         next_use[i] = seen.get(h, never)
         seen[h] = i
     resident: dict[int, int] = {}  # block -> its next use
     heap: list[tuple[int, int]] = []  # (-next use, block), lazily cleaned
     hits = 0
-    for i, (h, can) in enumerate(refs):
+    for i, h in enumerate(refs):
         if h in resident:
-            hits += can
+            hits += 1
         elif len(resident) >= capacity:
             far, victim = heap[0]
             while resident.get(victim) != -far:  # drop stale entries

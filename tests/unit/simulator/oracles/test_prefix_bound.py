@@ -107,8 +107,23 @@ def test_a_cache_too_small_for_the_working_set_binds_the_pooled_part():
     prompts = [a, b, a, b, a, b]
     bound = prefix_bound(prompts, replicas=1, capacity_blocks=4, block_tokens=1)
     assert bound.binding == "capacity"
-    assert bound.pooled_hits == 3 * 2  # MIN keeps a's first 3 blocks (all a request may hit) once b is done
-    assert bound.hit_blocks >= exact_optimum(prompts, 1, 4, 1.2)
+    # MIN on the 24 block lookups hits 8 (it may split a prompt's blocks: not a prefix
+    # hit, and it counts last blocks too): the bound's slack where the cache binds.
+    assert bound.pooled_hits == 8 < bound.load_capped_hits
+    assert exact_optimum(prompts, 1, 4, 1.2) == 0
+
+
+def test_the_pooled_part_counts_hits_a_request_may_not_take():
+    # One replica of 2 blocks. (1,), (2,), (3,) end on their only block (not hittable);
+    # (1, 9) may hit block 1. Keeping 1 through 2 and 3 (the model allows it) hits it
+    # once; MIN keeps 2 and 3 instead (used sooner): counting only its hittable hits
+    # would give 0, below the optimum.
+    prompts = [(1,), (2,), (3,), (2,), (3,), (1, 9)]
+    best = exact_optimum(prompts, 1, 2, 1.2)
+    assert best == 1
+    bound = prefix_bound(prompts, replicas=1, capacity_blocks=2, block_tokens=1)
+    assert bound.pooled_hits == 2
+    assert bound.hit_blocks >= best
 
 
 def test_belady_keeps_what_is_used_soonest():
