@@ -211,9 +211,19 @@ def _delta(output, readers: _Readers | None, top: int | None) -> GenerationDelta
     if readers is not None:
         piece = readers[output.index].read(output.text, output.token_ids, output.finish_reason)
         text, calls, reason = piece.text, piece.tool_calls, piece.finish_reason
-    logprobs = token_logprobs(output.token_ids, output.logprobs, top) if top is not None else ()
+    logprobs = token_logprobs(_text_tokens(output), output.logprobs, top) if top is not None else ()
     return GenerationDelta(index=output.index, text=text, num_tokens=len(output.token_ids),
                            finish_reason=reason, tool_calls=calls, logprobs=logprobs)
+
+
+def _text_tokens(output) -> Sequence[int]:
+    """The output's tokens that are part of its text: without the end-of-sequence token
+    an answer that stopped by itself ends with (it is counted in usage, as vLLM does,
+    but it is no text, so it has no logprob entry, as OpenAI shows it)."""
+    ids = output.token_ids
+    if output.finish_reason == "stop" and output.stop_reason is None and ids:
+        return ids[:-1]
+    return ids
 
 
 def _refused_param(request: GenerationRequest, exc: VLLMClientError) -> str | None:

@@ -88,6 +88,11 @@ def plan_request(
         if body.top_logprobs is not None and not body.logprobs:
             raise InvalidRequestError("top_logprobs needs logprobs: true", param="top_logprobs")
         output = plan_output(body, supports_tools=supports_tools, model=served_model)
+        if output.guided is not None and body.ignore_eos:
+            raise InvalidRequestError(
+                "ignore_eos cannot be combined with response_format or a forced tool call: the "
+                "grammar ends the answer, and past its end the text would be unconstrained",
+                param="ignore_eos")
         prompt_ids, param = tokenizer.encode_chat(body.messages, output.tools), "messages"
     elif isinstance(body.prompt, str):
         prompt_ids, param = tokenizer.encode_text(body.prompt), "prompt"

@@ -80,8 +80,9 @@ def test_parse_with_a_pydantic_model_returns_the_model(openai_client):
 
 def test_json_object_mode_answers_a_json_object(openai_client):
     reply = openai_client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": f"Give the patient's name and age as JSON. {NOTE}"}],
+        model=MODEL, messages=[{"role": "user", "content": "Give the name and age of John Smith, 45, as JSON."}],
         response_format={"type": "json_object"}, temperature=0, max_tokens=100)
+    assert reply.choices[0].finish_reason == "stop"
     assert isinstance(json.loads(reply.choices[0].message.content), dict)
 
 
@@ -247,7 +248,8 @@ def test_chat_logprobs_with_top_alternatives(openai_client):
         temperature=0, max_tokens=8, logprobs=True, top_logprobs=3)
     choice = reply.choices[0]
     content = choice.logprobs.content
-    assert len(content) == reply.usage.completion_tokens
+    assert choice.finish_reason == "stop"
+    assert len(content) == reply.usage.completion_tokens - 1  # the end-of-sequence token is no text
     assert "".join(t.token for t in content) == choice.message.content
     for token in content:
         assert token.logprob <= 0 and len(token.top_logprobs) == 3

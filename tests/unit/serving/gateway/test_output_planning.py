@@ -197,10 +197,11 @@ def test_logprobs_and_logit_bias_reach_the_engine(tokenizer):
 
 @pytest.mark.parametrize("fields, param", [
     ({"top_logprobs": 2}, "top_logprobs"),
+    ({"ignore_eos": True, "response_format": {"type": "json_object"}}, "ignore_eos"),
     ({"logit_bias": {"hello": 1}}, "logit_bias"),
     ({"logit_bias": {"999999": 1}}, "logit_bias"),
 ])
-def test_bad_logprob_and_bias_requests_are_refused(tokenizer, fields, param):
+def test_bad_logprob_bias_and_length_requests_are_refused(tokenizer, fields, param):
     with pytest.raises(InvalidRequestError) as err:
         plan(chat(**fields), tokenizer)
     assert err.value.param == param
