@@ -40,7 +40,10 @@ _LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
 def check_schema(schema: Any, *, param: str) -> None:
     """Raise :class:`InvalidRequestError` (``param`` named) unless guided decoding can
     enforce ``schema`` exactly."""
-    problem = _problem(json.dumps(schema, sort_keys=True))
+    try:
+        problem = _problem(json.dumps(schema, sort_keys=True))
+    except RecursionError:
+        problem = "is nested too deeply"
     if problem is not None:
         raise InvalidRequestError(f"{param} {problem}", param=param)
 
