@@ -317,6 +317,7 @@ def json_schema_format(schema) -> dict:
     # Passes the gateway's check; the engine's grammar compiler refuses it (its 400 comes back).
     ({"response_format": json_schema_format({"type": "array", "minItems": 2})},
      "response_format", "the engine refused the request"),
+    ({"response_format": {"type": "json_object"}, "ignore_eos": True}, "ignore_eos", "grammar ends the answer"),
     ({"top_logprobs": 3}, "top_logprobs", "logprobs"),
     ({"logit_bias": {"not-a-token": 5}}, "logit_bias", "token ids"),
 ])
