@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.bare_vllm import MODEL, bare_vllm_server
-from benchmarks.ray_serve_llm import ray_serve_llm_server
+from benchmarks.ray_serve_llm import ensure_installed, ray_serve_llm_server
 from benchmarks.streaming_client import RunFigures, run, trivial_latency_ms
 from serving.config.loading import build_stack_config
 from serving.config.model_spec import ModelCatalog
@@ -168,6 +168,8 @@ def main() -> None:
                         help="also measure Ray Serve LLM 2.60 with direct streaming (installs pyarrow, pandas)")
     args = parser.parse_args()
     extra_env = dict(item.split("=", 1) for item in args.serve_env.split(",") if item)
+    if args.against_ray_llm:
+        ensure_installed()  # from the package index: before the network namespace
     if os.geteuid() == 0 and not in_loopback_netns():
         reexec_in_loopback_netns(python_argv("benchmarks.serving_overhead", sys.argv[1:]))
     bare = bare_vllm(8100)

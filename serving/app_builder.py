@@ -41,7 +41,6 @@ from serving.config.stack import StackConfig
 from serving.engine.placement import engine_runtime_env, placement_bundles
 from serving.engine.replica import EngineReplica
 from serving.gateway.admission import share_of
-from serving.gateway.core import gateway_replicas_at_start
 from serving.gateway.engine_ingress import EngineIngress
 from serving.gateway.ingress import Gateway
 from serving.gateway.router_ingress import RouterIngress
@@ -118,7 +117,7 @@ def engine_deployment_options(config: StackConfig) -> dict:
 def gateway_deployment_options(config: StackConfig) -> dict:
     gateway = config.gateway
     # A replica's largest share of the app's admission bound: with the fewest replicas.
-    limit = share_of(gateway.max_in_flight, gateway_replicas_at_start(config))
+    limit = share_of(gateway.max_in_flight, config.gateway_replicas_at_start)
     options = dict(
         name=GATEWAY_DEPLOYMENT,
         # Serve's own bounds sit well above the gateway's admission limit, so overload
@@ -155,7 +154,7 @@ def direct_engine_deployment_options(config: StackConfig) -> dict:
     options = engine_deployment_options(config)
     options["request_router_config"] = request_router_config(
         config.resolved_routing, deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}", engine_view=False)
-    share = share_of(config.gateway.max_in_flight, gateway_replicas_at_start(config))
+    share = share_of(config.gateway.max_in_flight, config.gateway_replicas_at_start)
     options.update(max_ongoing_requests=2 * share + 64, max_queued_requests=max(1024, 8 * share),
                    user_config=config.model_dump(mode="json"))
     env = options["ray_actor_options"]["runtime_env"]["env_vars"]

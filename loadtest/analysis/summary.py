@@ -47,6 +47,8 @@ class WorkerReport(BaseModel):
     cpu_percent_max: float | None = None
     loop_lag_p99_s: float | None = None
     loop_lag_max_s: float | None = None
+    cpu_wait_s: float | None = None
+    cpu_wait_at_lag_max_s: float | None = None
     saturated: bool = False
     clock_offset_s: float | None = None
     clock_rtt_s: float | None = None
@@ -170,9 +172,12 @@ class TimeBin(_Model):
 
 
 class GeneratorReport(_Model):
-    """The load generator's own CPU use (distributed: CPU seconds summed, percentages and
-    loop lag of the busiest worker); ``saturated`` means its figures are suspect (it, or
-    any worker, could not keep up)."""
+    """The load generator's own CPU use (distributed: CPU seconds summed, percentages of the
+    busiest worker, loop lag and CPU wait of the worst); ``saturated`` means its figures are
+    suspect (it, or any worker, could not keep up). ``cpu_wait_s``: how long its event loop
+    was runnable but kept off the CPU by other processes; ``cpu_wait_at_lag_max_s``: how
+    much of that fell in the probe interval of the worst loop lag (as long as the lag or
+    longer: the machine held the generator up, not its own work)."""
 
     cpu_seconds: float | None = None
     cpu_seconds_load: float | None = None
@@ -182,6 +187,8 @@ class GeneratorReport(_Model):
     cpu_seconds_per_1k_tokens: float | None = None
     loop_lag_p99_s: float | None = None
     loop_lag_max_s: float | None = None
+    cpu_wait_s: float | None = None
+    cpu_wait_at_lag_max_s: float | None = None
     saturated: bool = False
     cpu_samples: tuple[tuple[float, float], ...] = ()
     workers: tuple[WorkerReport, ...] = Field((), description="per worker process (distributed runs)")

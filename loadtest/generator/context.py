@@ -93,24 +93,26 @@ class RunContext:
         self._next_user += 1
         return self.slot + self.slots * (self._next_user - 1)
 
-    def next_session(self) -> Session:
-        """The next session of the plan, cycling (and counting wraps) when exhausted."""
-        sessions = self.plan.sessions
-        if self._next_session >= len(sessions):
+    def next_index(self) -> int:
+        """The index of the plan's next session, cycling (and counting wraps) when exhausted."""
+        if self._next_session >= len(self.plan.sessions):
             self._next_session = 0
             self.session_wraps += 1
-        session = sessions[self._next_session]
         self._next_session += 1
-        return session
+        return self._next_session - 1
+
+    def next_session(self) -> Session:
+        """The next session of the plan (see :meth:`next_index`)."""
+        return self.plan.sessions[self.next_index()]
 
     def take_arrival(self) -> float | None:
         """The next scheduled start (stage clock), or ``None`` when issuing is over."""
         taken = self.take_scheduled()
         return None if taken is None else taken[0]
 
-    def take_scheduled(self) -> tuple[float, Session | None] | None:
-        """The next scheduled start and, paired, the session bound to it (``None``: the
-        next of the pool); ``None`` when issuing is over."""
+    def take_scheduled(self) -> tuple[float, int | None] | None:
+        """The next scheduled start and, paired, the index of the session bound to it
+        (``None``: the next of the pool); ``None`` when issuing is over (for good)."""
         assert self.arrivals is not None
         if not self.issuing():
             return None
@@ -120,7 +122,7 @@ class RunContext:
             return None
         self._next_arrival += 1
         self.last_arrival_s = at
-        return at, (self.plan.sessions[index] if self.paired else None)
+        return at, (index if self.paired else None)
 
     def session_number(self) -> int:
         """A number for the session starting now, unique in the stage (across workers)."""
@@ -135,7 +137,7 @@ class RunContext:
         return self.load_duration_s is None or self.now() < self.load_duration_s
 
     def issuing(self) -> bool:
-        """Whether new sessions may still start."""
+        """Whether new sessions may still start (once ``False``, never ``True`` again)."""
         if not self._budget_left():
             return False
         return self.arrivals is None or self._next_arrival < len(self.arrivals)

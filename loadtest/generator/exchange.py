@@ -11,6 +11,7 @@ import json
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import gevent
 from geventhttpclient import HTTPClient
@@ -20,6 +21,28 @@ from loadtest.analysis.records import ErrorKind
 from loadtest.client.openai_api import classify_status, error_message, parse_retry_after
 from loadtest.client.sse import StreamReader, Usage, parse_usage
 from loadtest.errors import ParseError
+
+
+Addresses = list[tuple]  # socket.getaddrinfo's answer
+
+
+def resolve(url: str) -> Addresses | None:
+    """The socket addresses of ``url``'s host (``None`` when it cannot be resolved now:
+    every connection then looks it up itself). Called once per stage, before it starts."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        return socket.getaddrinfo(parts.hostname, port, 0, socket.SOCK_STREAM, socket.SOL_TCP)
+    except OSError:
+        return None
+
+
+def pin(client: HTTPClient, addresses: Addresses) -> HTTPClient:
+    """``client``, connecting to ``addresses`` instead of looking its host up for every new
+    connection (geventhttpclient asks gevent's thread pool: a thread hand-off, on first
+    use a thread start, on the path of a request that is due)."""
+    client._connection_pool._resolve = lambda: addresses  # geventhttpclient's per-connection lookup
+    return client
 
 
 @dataclass

@@ -60,6 +60,8 @@ class WorkerStatus(BaseModel):
     cpu_seconds_load: float | None = None
     loop_lag_p99_s: float | None = None
     loop_lag_max_s: float | None = None
+    cpu_wait_s: float | None = None
+    cpu_wait_at_lag_max_s: float | None = None
     session_wraps: int = 0
     user_errors: int = 0
     user_error_samples: tuple[str, ...] = ()
@@ -87,6 +89,8 @@ class GeneratorStatus(BaseModel):
     cpu_seconds_load: float | None = None
     loop_lag_p99_s: float | None = None
     loop_lag_max_s: float | None = None
+    cpu_wait_s: float | None = None
+    cpu_wait_at_lag_max_s: float | None = None
     session_wraps: int = 0
     user_errors: int = 0
     stop_reason: str | None = None

@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 import locust  # noqa: F401  (first: gevent monkey-patching must precede other imports)
@@ -24,9 +25,13 @@ from locust.env import Environment
 
 from loadtest.config import parse_host_port
 from loadtest.errors import ConfigError
+from loadtest.generator.bodies import FirstBodies
 from loadtest.generator.context import RunContext
+from loadtest.generator.exchange import resolve
 from loadtest.generator.job import GeneratorJob, GeneratorStatus
 from loadtest.generator.stage import (
+    FAST_SPAWN_RATE,
+    START_MARGIN_S,
     LagProbe,
     RecordWriter,
     StageShape,
@@ -43,7 +48,7 @@ from loadtest.workloads.base import WorkloadPlan
 def run_job(job: GeneratorJob) -> str:
     """Run one stage in this process; returns why it stopped."""
     config, stage = job.config, job.stage
-    plan = WorkloadPlan.model_validate_json(job.plan_path.read_text(encoding="utf-8"))
+    plan = WorkloadPlan.from_json(job.plan_path.read_text(encoding="utf-8"))  # drawn here, before the stage
     users, spawn_rate, arrivals = stage_load(config, stage)
     run = RunContext(
         plan=plan,
@@ -53,8 +58,12 @@ def run_job(job: GeneratorJob) -> str:
         stage=stage.index,
         **run_options(config, stage),
     )
-    cls = user_class(run_context=run, target=config.target, api_key=job.api_key, host=config.target.url)
-    shape = StageShape(users, spawn_rate, stop_after_s=config.stage_time_limit_s)
+    cls = user_class(run_context=run, target=config.target, bodies=FirstBodies(plan, config.target),
+                     addresses=resolve(config.target.url), api_key=job.api_key, host=config.target.url)  # fmt: skip
+    # A fast spawn happens before the stage clock's zero, so no arrival waits for the users
+    # to be created (hundreds of them take tens of milliseconds); a ramp starts at the zero.
+    margin = START_MARGIN_S if spawn_rate >= FAST_SPAWN_RATE else 0.0
+    shape = StageShape(users, spawn_rate, stop_after_s=config.stage_time_limit_s + margin)
     env = Environment(user_classes=[cls], shape_class=shape)
     writer = RecordWriter(job.records_path)
     env.events.request.add_listener(writer.on_request)
@@ -83,11 +92,11 @@ def run_job(job: GeneratorJob) -> str:
     runner = env.create_local_runner()
     probe = LagProbe()
     cpu_at_start = cpu_seconds()
-    run.start()
+    run.start_at(time.time() + margin)
     status("started")
     runner.start_shape()
     reason = drive_until_over(run, runner, config, stage, tick=lambda: status("running"))
-    lag_p99, lag_max = probe.stop()  # before stopping the users, which blocks the loop for a moment
+    lag = probe.stop()  # before stopping the users, which blocks the loop for a moment
     run.stop()
     runner.quit()
     cpu_at_end = cpu_seconds()
@@ -95,8 +104,7 @@ def run_job(job: GeneratorJob) -> str:
         "final",
         cpu_seconds=cpu_at_end,
         cpu_seconds_load=cpu_at_end - cpu_at_start,
-        loop_lag_p99_s=lag_p99,
-        loop_lag_max_s=lag_max,
+        **lag.fields(),
         stop_reason=reason,
     )
     for message in user_errors[:5]:

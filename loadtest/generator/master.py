@@ -43,6 +43,7 @@ from loadtest.generator.job import (
 from loadtest.generator.stage import (
     FAST_SPAWN_RATE,
     POLL_S,
+    START_MARGIN_S,
     StageShape,
     StatusFile,
     cpu_seconds,
@@ -53,7 +54,6 @@ from loadtest.generator.stage import (
 from loadtest.generator.workers import Share, combined_status, plan_part, plan_shares
 from loadtest.workloads.base import WorkloadPlan
 
-START_MARGIN_S = 0.5  # the stage clock's zero, after the start message reaches every worker
 LOST_AFTER_S = 15.0  # missing heartbeats for this long: the worker is lost
 CLOCK_PROBES = 3
 
@@ -213,7 +213,7 @@ def dispatched_users(env: Environment, members: list[str], users: int) -> list[i
 def run_master(job: GeneratorJob) -> int:
     """Run one distributed stage as its master; 0, or 3 when the stage failed."""
     config, stage, gen = job.config, job.stage, job.config.generator
-    plan = WorkloadPlan.model_validate_json(job.plan_path.read_text(encoding="utf-8"))
+    plan = WorkloadPlan.from_json(job.plan_path.read_text(encoding="utf-8"), draw_text=False)  # workers draw their own
     users, spawn_rate, arrivals = stage_load(config, stage)
     limit = config.stage_time_limit_s
     shape = StageShape(users, spawn_rate, stop_after_s=math.inf)  # the master ends the stage, not the shape

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import gevent
@@ -25,6 +26,7 @@ from loadtest.generator.user import OpenAIUser
 from loadtest.profiles import ClosedLoad, OpenLoad, ReplayLoad, ReplayProfile, StagePlan
 
 FAST_SPAWN_RATE = 10_000.0
+START_MARGIN_S = 0.5  # a fast spawn (and, distributed, the start message) comes this long before the zero
 POLL_S = 0.1
 LAG_PROBE_S = 0.05
 USER_CLASS = "LoadtestUser"  # the same name on the master and every worker (Locust dispatches by name)
@@ -76,25 +78,60 @@ class StatusFile:
         self._file.close()
 
 
+def cpu_wait_s() -> float | None:
+    """Seconds this thread has been runnable but waiting for a CPU (Linux's
+    ``/proc/thread-self/schedstat``; ``None`` elsewhere). A load generator kept off the
+    CPU by other processes is late without being busy: this tells the two apart."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class LoopLag:
+    """How late the event loop woke a sleeping greenlet (p99 and worst), how long the loop's
+    thread waited for a CPU over the probe (``cpu_wait_s``) and within the probe interval
+    (50 ms plus the lag) of the worst lag (``cpu_wait_at_lag_max_s``: as long as the lag,
+    or longer, when the machine held the loop up rather than the generator's own work)."""
+
+    p99_s: float | None = None
+    max_s: float | None = None
+    cpu_wait_s: float | None = None
+    cpu_wait_at_lag_max_s: float | None = None
+
+    def fields(self) -> dict[str, float | None]:
+        """As status fields."""
+        return {"loop_lag_p99_s": self.p99_s, "loop_lag_max_s": self.max_s, "cpu_wait_s": self.cpu_wait_s,
+                "cpu_wait_at_lag_max_s": self.cpu_wait_at_lag_max_s}  # fmt: skip
+
+
 class LagProbe:
-    """Measures how late the gevent loop wakes a sleeping greenlet (generator overload)."""
+    """Measures how late the gevent loop wakes a sleeping greenlet (generator overload),
+    and how much of it was spent waiting for a CPU (machine contention)."""
 
     def __init__(self) -> None:
         self.lags: list[float] = []
+        self.waits: list[float] = []
         self._greenlet = gevent.spawn(self._loop)
 
     def _loop(self) -> None:
         while True:
-            before = time.perf_counter()
+            before, waited = time.perf_counter(), cpu_wait_s()
             gevent.sleep(LAG_PROBE_S)
             self.lags.append(max(time.perf_counter() - before - LAG_PROBE_S, 0.0))
+            if waited is not None and (now := cpu_wait_s()) is not None:
+                self.waits.append(now - waited)
 
-    def stop(self) -> tuple[float | None, float | None]:
+    def stop(self) -> LoopLag:
         self._greenlet.kill()
         if not self.lags:
-            return None, None
-        data = sorted(self.lags)
-        return percentile(data, 99.0), data[-1]
+            return LoopLag()
+        worst = max(range(len(self.lags)), key=self.lags.__getitem__)
+        waits = self.waits if len(self.waits) >= len(self.lags) else None
+        return LoopLag(percentile(sorted(self.lags), 99.0), self.lags[worst],
+                       sum(waits) if waits else None, waits[worst] if waits else None)  # fmt: skip
 
 
 def cpu_seconds() -> float:

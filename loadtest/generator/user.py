@@ -9,7 +9,6 @@ one ended) or open loop (each session starts at its scheduled arrival).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import ClassVar
@@ -22,11 +21,12 @@ from locust import User, constant, task
 from loadtest.analysis.records import ErrorKind, RequestRecord, TokenSource
 from loadtest.client.openai_api import request_body
 from loadtest.config import TargetConfig
+from loadtest.generator.bodies import FirstBodies, encode
 from loadtest.generator.context import RunContext
-from loadtest.generator.exchange import Exchange, perform
+from loadtest.generator.exchange import Addresses, Exchange, perform, pin
 from loadtest.workloads.base import Session, Turn
 
-IDLE_POLL_S = 0.2
+PARKED_S = 3600.0  # a user with nothing more to send waits this long at a time (the stage's end kills it)
 MAX_RETRY_AFTER_S = 10.0
 
 
@@ -53,6 +53,8 @@ class OpenAIUser(User):
     wait_time = constant(0)
     run_context: ClassVar[RunContext]
     target: ClassVar[TargetConfig]
+    bodies: ClassVar[FirstBodies | None] = None  # sessions' first bodies, encoded before the stage
+    addresses: ClassVar[Addresses | None] = None  # the target's, resolved before the stage
     api_key: ClassVar[str | None] = None
     ui_metrics: ClassVar[bool] = False
 
@@ -84,6 +86,8 @@ class OpenAIUser(User):
                 network_timeout=self.target.request_timeout_s,
                 insecure=True,
             )
+            if self.addresses is not None:
+                pin(client, self.addresses)
         return client
 
     def _drop_client(self, branch: int | None) -> None:
@@ -94,30 +98,33 @@ class OpenAIUser(User):
     @task
     def drive(self) -> None:
         run = self.run_context
-        if (early := -run.now()) > 0:  # spawned before the stage clock's zero (a distributed start)
-            gevent.sleep(early)
         scheduled = bound = None
-        if run.open_loop:
+        if run.open_loop:  # an arrival may be taken before the stage clock's zero: it is waited for below
             taken = run.take_scheduled()
-            if taken is None:
-                gevent.sleep(IDLE_POLL_S)
+            if taken is None:  # issuing is over for good: no polling (hundreds of idle users cost CPU)
+                gevent.sleep(PARKED_S)
                 return
             scheduled, bound = taken
-        elif not run.issuing():
-            gevent.sleep(IDLE_POLL_S)
-            return
+        else:
+            if (early := -run.now()) > 0:  # spawned before the stage clock's zero
+                gevent.sleep(early)
+            if not run.issuing():
+                gevent.sleep(PARKED_S)
+                return
         run.session_started()  # before waiting for the arrival: the stage is not over yet
         try:
             if scheduled is not None and (delay := scheduled - run.now()) > 0:
                 gevent.sleep(delay)
-            session = bound if bound is not None else run.next_session()
-            self._session(session, scheduled, session.id if run.paired else run.session_number())
+            index = bound if bound is not None else run.next_index()
+            session = run.plan.sessions[index]
+            self._session(index, session, scheduled, session.id if run.paired else run.session_number())
         finally:
             run.session_ended()
 
-    def _session(self, session: Session, scheduled: float | None, seq: int) -> None:
+    def _session(self, index: int, session: Session, scheduled: float | None, seq: int) -> None:
         run = self.run_context
         system = run.plan.system_text(session)
+        first = self.bodies.first(index) if self.bodies is not None else None
         history: list[tuple[str, str]] = []
         for number, turn in enumerate(session.turns):
             if number and session.think_time_s:
@@ -130,8 +137,12 @@ class OpenAIUser(User):
                 request_id = run.take_request()
                 if request_id is None:
                     return
-                body = request_body(self.target, system=system, history=history, turn=turn, extra=session.extra_body)
-                exchange = self._send(request_id, sent, body)
+                if number == 0 and first is not None:
+                    payload = first
+                else:
+                    payload = encode(request_body(self.target, system=system, history=history, turn=turn,
+                                                  extra=session.extra_body))  # fmt: skip
+                exchange = self._send(request_id, sent, payload)
             if exchange is None or not exchange.ok:
                 if (
                     exchange is not None
@@ -154,18 +165,17 @@ class OpenAIUser(User):
                 break
             body = request_body(self.target, system=system, history=history, turn=turn,
                                 extra=sent.session.extra_body, content=f"{turn.content} ({branch + 1})")
-            branches.append(gevent.spawn(self._send, request_id, sent, body, branch))
+            branches.append(gevent.spawn(self._send, request_id, sent, encode(body), branch))
         if not branches:
             return None
         gevent.joinall(branches, raise_error=True)
         exchanges = [g.value for g in branches]
         return exchanges[0] if len(exchanges) == turn.fanout and all(e.ok for e in exchanges) else None
 
-    def _send(self, request_id: int, sent: Sent, body: dict, branch: int | None = None) -> Exchange:
+    def _send(self, request_id: int, sent: Sent, payload: bytes, branch: int | None = None) -> Exchange:
         run = self.run_context
         start = run.now()
         start_unix = time.time()
-        payload = json.dumps(body).encode()
         cancel_after = run.cancel_after(request_id)
         client = self._http(branch)
         try:

@@ -28,7 +28,9 @@ from locust.rpc import Message
 from locust.runners import WorkerRunner
 
 from loadtest.analysis.records import RequestRecord, record_line
+from loadtest.generator.bodies import FirstBodies
 from loadtest.generator.context import RunContext
+from loadtest.generator.exchange import resolve
 from loadtest.generator.job import (
     CLOCK,
     EXIT_NO_MASTER,
@@ -121,7 +123,7 @@ class WorkerPart:
         config = job.config
         self.index = data["index"]
         self.run = RunContext(
-            plan=WorkloadPlan.model_validate_json(data["plan"]),
+            plan=WorkloadPlan.from_json(data["plan"]),  # its own requests only, drawn before the start
             arrivals=data["arrivals"],
             max_requests=data["max_requests"],
             load_duration_s=config.duration_s,
@@ -133,6 +135,8 @@ class WorkerPart:
         # Locust configures users through class attributes (set before any user spawns).
         self.cls.run_context = self.run
         self.cls.target = config.target
+        self.cls.bodies = FirstBodies(self.run.plan, config.target)
+        self.cls.addresses = resolve(config.target.url)
         self.cls.api_key = job.api_key
         self.cls.host = config.target.url
         self.job = job
@@ -160,13 +164,13 @@ class WorkerPart:
         probe = LagProbe()
         cpu_at_start = cpu_seconds()
         reason = drive_until_over(run, self.runner, job.config, job.stage, tick=lambda: self._send(STATUS))
-        lag_p99, lag_max = probe.stop()  # before stopping the users, which blocks the loop for a moment
+        lag = probe.stop()  # before stopping the users, which blocks the loop for a moment
         users = self.runner.user_count
         run.stop()
         self.runner.stop()  # users still in a request are cancelled (the hard stop), as in one process
         self.shipper.close()
-        self._send(FINAL, users=users, cpu_seconds_load=cpu_seconds() - cpu_at_start, loop_lag_p99_s=lag_p99,
-                   loop_lag_max_s=lag_max, stop_reason=reason, user_error_samples=tuple(self.user_errors[:5]))  # fmt: skip
+        self._send(FINAL, users=users, cpu_seconds_load=cpu_seconds() - cpu_at_start, **lag.fields(),
+                   stop_reason=reason, user_error_samples=tuple(self.user_errors[:5]))  # fmt: skip
         return reason
 
     def quit_wait_s(self) -> float:

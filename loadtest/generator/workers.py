@@ -82,11 +82,11 @@ def plan_shares(
 def plan_part(plan: WorkloadPlan, share: Share) -> WorkloadPlan:
     """The sessions a worker draws from (its block of the pool; paired, its stride)."""
     if share.paired:
-        return WorkloadPlan(systems=plan.systems, sessions=plan.sessions[share.slot :: share.slots])
+        return plan.model_copy(update={"sessions": plan.sessions[share.slot :: share.slots]})
     start, stop = share.sessions
     if (start, stop) == (0, len(plan.sessions)):
         return plan
-    return WorkloadPlan(systems=plan.systems, sessions=plan.sessions[start:stop])
+    return plan.model_copy(update={"sessions": plan.sessions[start:stop]})
 
 
 def combined_status(
@@ -101,7 +101,8 @@ def combined_status(
     """A master's status line: its workers' counters added up (loop lag: the worst
     worker's), plus the master's own ``(cpu_seconds, cpu_seconds_load)`` when given."""
     lags = [w.loop_lag_p99_s for w in workers if w.loop_lag_p99_s is not None]
-    lag_max = [w.loop_lag_max_s for w in workers if w.loop_lag_max_s is not None]
+    worst = max((w for w in workers if w.loop_lag_max_s is not None), key=lambda w: w.loop_lag_max_s, default=None)
+    waits = [w.cpu_wait_s for w in workers if w.cpu_wait_s is not None]
     loads = [w.cpu_seconds_load for w in workers if w.cpu_seconds_load is not None]
     cpu = cpu_load = None
     if own_cpu is not None:
@@ -119,7 +120,9 @@ def combined_status(
         cpu_seconds=cpu,
         cpu_seconds_load=cpu_load,
         loop_lag_p99_s=max(lags, default=None),
-        loop_lag_max_s=max(lag_max, default=None),
+        loop_lag_max_s=worst.loop_lag_max_s if worst else None,
+        cpu_wait_s=max(waits, default=None),
+        cpu_wait_at_lag_max_s=worst.cpu_wait_at_lag_max_s if worst else None,
         session_wraps=sum(w.session_wraps for w in workers),
         user_errors=sum(w.user_errors for w in workers),
         stop_reason=", ".join(reasons) or None,
@@ -154,6 +157,8 @@ def worker_report(final: WorkerStatus, cpu: Sequence[tuple[float, float]], satur
         cpu_percent_max=dist.max,
         loop_lag_p99_s=final.loop_lag_p99_s,
         loop_lag_max_s=final.loop_lag_max_s,
+        cpu_wait_s=final.cpu_wait_s,
+        cpu_wait_at_lag_max_s=final.cpu_wait_at_lag_max_s,
         saturated=dist.p90 is not None and dist.p90 >= saturation_percent,
         clock_offset_s=final.clock_offset_s,
         clock_rtt_s=final.clock_rtt_s,

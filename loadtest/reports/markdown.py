@@ -80,10 +80,11 @@ def stage_section(stage: StageSummary) -> list[str]:
         ]
     cpu = "-" if g.cpu_percent_p90 is None else f"{g.cpu_percent_p90:.0f}%"
     per_k = "-" if g.cpu_seconds_per_1k_tokens is None else f"{g.cpu_seconds_per_1k_tokens:.3f} s"
+    wait = "" if g.cpu_wait_s is None else f", {g.cpu_wait_s:.2f} s waiting for a CPU (other processes)"
     lines.append(
         f"Load generator: {g.cpu_seconds_load or 0:.1f} CPU s during the load, p90 {cpu} of one core, "
         f"{per_k} CPU per 1,000 streamed tokens, event-loop lag p99 "
-        f"{_ms(g.loop_lag_p99_s)} ms{' — **SATURATED**' if g.saturated else ''}."
+        f"{_ms(g.loop_lag_p99_s)} ms{wait}{' — **SATURATED**' if g.saturated else ''}."
     )
     sv = stage.server
     if sv.generation_tokens_delta is not None or sv.queue_depth_max is not None:

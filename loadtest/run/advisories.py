@@ -4,11 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadtest.analysis.summary import ServerReport, StageSummary
+from loadtest.analysis.summary import GeneratorReport, ServerReport, StageSummary
 
 LOOP_LAG_WARN_S = 0.02
+STARVED_SHARE = 0.5  # of the worst loop lag spent waiting for a CPU: the machine's doing
 ERROR_RATE_WARN = 0.05
 SETTLED = 0.9  # an objective verdict agreed by fewer bootstrap resamples than this is uncertain
+
+
+def starved_by_machine(g: GeneratorReport) -> bool:
+    """Whether the generator's worst loop lag was mostly time spent waiting for a CPU."""
+    wait, lag = g.cpu_wait_at_lag_max_s, g.loop_lag_max_s
+    return wait is not None and bool(lag) and wait >= STARVED_SHARE * lag
+
+
+def lag_cause(g: GeneratorReport, starved: bool) -> str:
+    if g.cpu_wait_at_lag_max_s is None:
+        return "CPU contention on this machine?"
+    wait = f"{g.cpu_wait_at_lag_max_s * 1e3:.0f} ms"
+    if starved:
+        return (f"in its worst moment it waited {wait} for a CPU: other processes on this machine, or a lower "
+                "priority (nice), kept it off the CPU; its own work did not")
+    return f"its own work held the loop (it waited only {wait} for a CPU then): add --workers or lower the load"
 
 
 def collect_warnings(stages: Sequence[StageSummary], server: ServerReport) -> list[str]:
@@ -28,11 +45,12 @@ def collect_warnings(stages: Sequence[StageSummary], server: ServerReport) -> li
                 "(p90 over the load); its timings are inflated and the figures are not trustworthy. "
                 "Use more generator processes (--workers), fewer users, a lower rate, or a less loaded machine."
             )
+        starved = starved_by_machine(g)
         if g.loop_lag_p99_s is not None and g.loop_lag_p99_s > LOOP_LAG_WARN_S:
             out.append(
                 f"{prefix}: the generator's event loop woke up late (p99 {g.loop_lag_p99_s * 1e3:.0f} ms, "
                 f"max {g.loop_lag_max_s * 1e3:.0f} ms): latencies may be overstated by up to that much "
-                "(CPU contention on this machine?)"
+                f"({lag_cause(g, starved)})"
             )
         a = s.arrivals
         if a.slot_waits:
@@ -41,7 +59,8 @@ def collect_warnings(stages: Sequence[StageSummary], server: ServerReport) -> li
                 "waited for a free slot; raise max_concurrency in the profile (e.g. poisson:rate=4,max_concurrency=512)"
             )
         if a.scheduled and a.late:
-            cause = "every slot was busy" if a.slot_waits else "the generator fell behind"
+            cause = ("every slot was busy" if a.slot_waits else
+                     "other processes kept the generator off the CPU" if starved else "the generator fell behind")  # fmt: skip
             out.append(
                 f"{prefix}: {a.late} of {a.scheduled} arrivals left more than "
                 f"{a.late_threshold_s * 1e3:.0f} ms late (max lag {a.lag_max_s:.2f} s): {cause}; "

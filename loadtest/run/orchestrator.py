@@ -326,6 +326,8 @@ def _generator_report(
         cpu_percent_max=top,
         loop_lag_p99_s=final.loop_lag_p99_s if final else None,
         loop_lag_max_s=final.loop_lag_max_s if final else None,
+        cpu_wait_s=final.cpu_wait_s if final else None,
+        cpu_wait_at_lag_max_s=final.cpu_wait_at_lag_max_s if final else None,
         saturated=saturated,
         cpu_samples=tuple((round(t, 3), round(p, 2)) for t, p in cpu),
         workers=tuple(report for report, _ in workers),

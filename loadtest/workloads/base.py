@@ -4,6 +4,12 @@ A :class:`Session` is one or more user turns; single-turn workloads have one tur
 session. Long system prompts are stored once in :class:`WorkloadPlan.systems` and
 referenced by index. Plans are built in the orchestrator (where the tokenizer lives)
 and handed to the load generator as a JSON file.
+
+A turn whose message was drawn from hashed blocks (a replayed trace's) also carries its
+:class:`~loadtest.workloads.blocks.PromptRecipe`, and its plan the words it was drawn
+from: in JSON such a turn is its recipe only, and reading the plan back draws the text
+again (:meth:`WorkloadPlan.from_json`), so a trace of millions of prompt tokens travels
+to the generator and its workers as a few numbers per request.
 """
 
 from __future__ import annotations
@@ -12,9 +18,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    model_serializer,
+    model_validator,
+)
 
+from loadtest.workloads.blocks import BlockText, BlockWords, PromptRecipe
 from loadtest.workloads.tokens import TokenizerLike
+
+_DRAW_TEXT = "draw_text"  # validation context key: False leaves drawn messages empty
 
 
 class Turn(BaseModel):
@@ -28,6 +47,14 @@ class Turn(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     expected_prompt_tokens: int | None = None
     fanout: int = Field(1, ge=1, le=256)
+    recipe: PromptRecipe | None = Field(None, description="how ``content`` was drawn (then JSON carries only this)")
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        data = handler(self)
+        if self.recipe is not None and info.mode_is_json():
+            del data["content"]
+        return data
 
 
 class Session(BaseModel):
@@ -51,6 +78,30 @@ class WorkloadPlan(BaseModel):
 
     systems: tuple[str, ...] = ()
     sessions: tuple[Session, ...] = Field(min_length=1)
+    words: BlockWords | None = Field(None, description="what the turns with a recipe were drawn from")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _draw(cls, data: Any, info: ValidationInfo) -> Any:
+        """Turns read as recipes alone (from JSON) get their text drawn again."""
+        if not isinstance(data, dict) or not data.get("words"):
+            return data
+        text = BlockText(BlockWords.model_validate(data["words"])) if (info.context or {}).get(_DRAW_TEXT, True) else None
+
+        def turn(t: Any) -> Any:
+            if not isinstance(t, dict) or "content" in t or t.get("recipe") is None:
+                return t
+            return {**t, "content": "" if text is None else text.text(PromptRecipe.model_validate(t["recipe"]))}
+
+        sessions = [{**s, "turns": [turn(t) for t in s["turns"]]} if isinstance(s, dict) and "turns" in s else s
+                    for s in data.get("sessions", ())]  # fmt: skip
+        return {**data, "sessions": sessions}
+
+    @classmethod
+    def from_json(cls, text: str, *, draw_text: bool = True) -> WorkloadPlan:
+        """A plan read back from its JSON; ``draw_text=False`` leaves the messages that
+        travel as recipes empty (a master that only forwards parts of the plan)."""
+        return cls.model_validate_json(text, context={_DRAW_TEXT: draw_text})
 
     def system_text(self, session: Session) -> str | None:
         return None if session.system is None else self.systems[session.system]

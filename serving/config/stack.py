@@ -272,6 +272,26 @@ class StackConfig(Strict):
         return self.routing.model_copy(update={"prefix_home": several})
 
     @property
+    def gateway_replicas_at_start(self) -> int:
+        """How many gateway replicas the app starts with (direct: its engine replicas)."""
+        if self.gateway.direct:
+            scaling = self.autoscaling
+            return max(1, scaling.min_replicas if scaling.enabled else self.replicas.num_replicas)
+        gateway = self.gateway
+        return gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
+
+    @property
+    def gateway_replicas_at_most(self) -> int:
+        """The most gateway replicas the app can run at once (direct: its engine replicas)."""
+        return self.max_replica_count if self.gateway.direct else self.gateway.max_replica_count
+
+    @property
+    def gateway_processes_at_most(self) -> int:
+        """The most processes whose metrics ``/metrics`` must show: the gateway replicas,
+        and in the direct mode the routers too (so always more than one)."""
+        return self.gateway_replicas_at_most + (1 if self.gateway.direct else 0)
+
+    @property
     def max_ongoing_per_replica(self) -> int:
         return self.replicas.max_ongoing_requests or self.engine_settings.max_num_seqs
 

@@ -96,7 +96,7 @@ class GatewayCore:
         context = serve.get_replica_context()
         self.replica_id = context.replica_id.unique_id
         # Until Serve's count arrives, assume the replicas the deployment starts with.
-        starting = gateway_replicas_at_start(config)
+        starting = config.gateway_replicas_at_start
         self._admission = AdmissionController(
             gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
             active_window_s=gateway.fair_share_window_s, gateways=starting,
@@ -107,7 +107,7 @@ class GatewayCore:
         )
         self._watcher.start()
         self._fleet = None  # one process at most: /metrics is its registry as it is
-        if gateway_processes_at_most(config) > 1:
+        if config.gateway_processes_at_most > 1:
             self._fleet = FleetMetrics(self._registry, self.replica_id, RayBoardChannel(config.app_name),
                                        shared=shared_views(gateway.direct))
             self._fleet.start()
@@ -203,9 +203,12 @@ class GatewayCore:
         gauge.labels(model, "ready").set(engines.ready)
         gauge.labels(model, "starting").set(engines.starting)
         gauge.labels(model, "desired").set(engines.desired)
-        if gateways.ready:
-            self._admission.set_gateways(gateways.ready)
-            self._rate_limiter.set_gateways(gateways.ready)
+        # Every gateway replica that runs or starts shares the bound: counting only the
+        # ready ones would let each of them admit too much while another one starts (a
+        # starting replica takes nothing yet, so the app admits a little less meanwhile).
+        if gateways.desired:
+            self._admission.set_gateways(gateways.desired)
+            self._rate_limiter.set_gateways(gateways.desired)
 
     def _status(self) -> dict:
         c = self._config
@@ -228,23 +231,3 @@ class GatewayCore:
             "active_keys": self._admission.active_keys(),
             "fair_share": self._admission.fair_share(),
         }
-
-
-def gateway_replicas_at_start(config: StackConfig) -> int:
-    """How many gateway replicas the app starts with (direct: its engine replicas)."""
-    if config.gateway.direct:
-        scaling = config.autoscaling
-        return max(1, scaling.min_replicas if scaling.enabled else config.replicas.num_replicas)
-    gateway = config.gateway
-    return gateway.autoscaling.min_replicas if gateway.autoscaling.enabled else gateway.replicas
-
-
-def gateway_replicas_at_most(config: StackConfig) -> int:
-    """The most gateway replicas the app can run at once (direct: its engine replicas)."""
-    return config.max_replica_count if config.gateway.direct else config.gateway.max_replica_count
-
-
-def gateway_processes_at_most(config: StackConfig) -> int:
-    """The most processes whose metrics ``/metrics`` must show: the gateway replicas, and
-    in the direct mode the routers too (so always more than one)."""
-    return gateway_replicas_at_most(config) + (1 if config.gateway.direct else 0)

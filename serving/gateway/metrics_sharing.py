@@ -11,7 +11,7 @@ and never outlives the app. A board that does not answer within ``timeout_s`` le
 the scrape with this replica's own series only (labelled too).
 
 With a single gateway replica none of this runs: ``/metrics`` is the registry as it
-is (see :func:`serving.gateway.core.gateway_processes_at_most`).
+is (see :attr:`serving.config.stack.StackConfig.gateway_processes_at_most`).
 """
 
 from __future__ import annotations

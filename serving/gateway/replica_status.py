@@ -42,7 +42,7 @@ class ServeReplicaWatcher:
     (:attr:`counts`) and, optionally, the ``gateway`` deployment (:attr:`gateway_counts`)."""
 
     def __init__(self, app_name: str, deployment: str, *, gateway: str | None = None,
-                 period_s: float = 1.0,
+                 period_s: float = 3.0,
                  on_update: Callable[[ReplicaCounts, ReplicaCounts], None] | None = None) -> None:
         self.app_name, self.deployment, self.gateway, self.period_s = app_name, deployment, gateway, period_s
         self.counts = ReplicaCounts()

@@ -66,6 +66,9 @@ NO_REPLICA = "none"
 """The replica id the router names when it has none: a pin-miss that HAProxy sends to
 Serve's fallback proxy."""
 TRUNCATED_HEADER = b"x-body-truncated"
+INLINE_PLAN_BYTES = 8 * 1024
+"""Bodies up to this size are planned on the router's event loop (a few hundred µs);
+longer ones in a worker thread, so a long prompt never stalls the other routes."""
 PLAN_TTL_MARGIN_S = 60.0
 """How long past the request deadline a plan's count stays when its end is never reported."""
 
@@ -171,6 +174,8 @@ class RouterIngress:
             return None, "router_busy"
         self._planning += 1
         try:
+            if len(body) <= INLINE_PLAN_BYTES:  # a short prompt: cheaper than a thread hop
+                return self._plan_now(body, session_id, request_id), "planned"
             return await asyncio.to_thread(self._plan_now, body, session_id, request_id), "planned"
         except (RequestError, ValidationError):
             return None, "client_error"  # the replica parses it again and says what is wrong

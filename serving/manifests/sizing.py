@@ -193,20 +193,27 @@ def plan_gateways(config: StackConfig, target: ClusterTarget) -> GatewayPlan | N
 
 # --- the front end: HAProxy on every proxy node, the direct mode's routers beside it ---
 #
-# CPU costs on the front end's hosts, measured by benchmarks/serving_ceiling.py (to be
-# filled by the lead); the values below are provisional estimates.
+# CPU costs on the front end's hosts, measured with benchmarks/serving_ceiling.py on the
+# project's 2-core AMD EPYC box (session 25, null engine, 32 streams of 256 tokens, one
+# frame per token; docs/serving.md, "The token path"), rounded up. A GPU host's cores
+# are faster and idle, so these are on the safe side there.
 
-HAPROXY_CPU_US_PER_TOKEN = 20.0
-"""CPU µs Serve's HAProxy spends per streamed output token (one SSE frame in, one out)."""
+HAPROXY_CPU_US_PER_TOKEN = 7.0
+"""CPU µs Serve's HAProxy spends per streamed output token (one SSE frame in, one out):
+6.1 measured."""
 HAPROXY_CPU_US_PER_REQUEST = 200.0
 """CPU µs HAProxy spends per request besides its tokens (connection, the router's Lua
-call, headers, the answer's end)."""
-ROUTER_CPU_US_PER_REQUEST = 3000.0
-"""CPU µs a router spends per request (parse, chat template, tokenise, route, hand over
-the plan)."""
-REPLICA_CPU_US_PER_TOKEN = 300.0
-"""CPU µs an engine replica's own process spends per streamed token in the direct mode
-(formatting the SSE frame and writing it to HAProxy), on one core: its event loop."""
+call, headers, the answer's end): not measured apart (inside the per-token figure at
+256 tokens per request), kept as an estimate."""
+ROUTER_CPU_US_PER_REQUEST = 2500.0
+"""CPU µs the routers spend per request (Serve's direct-ingress server, parse, chat
+template, tokenise, route, hand over the plan): 2,150 measured (8.4 µs per token at
+256 tokens per request)."""
+REPLICA_CPU_US_PER_TOKEN = 150.0
+"""CPU µs an engine replica's own process spends per streamed token in the direct mode,
+on its event loop's one core: vLLM's output processing (detokenising; vLLM's own API
+server, which runs the same, measured 127-148 µs per token with the real model) plus
+serveout's framing and writing (22.9 µs measured on the null engine)."""
 SPARE_ROUTERS = 1
 """Routers per node beyond the rule's count, so losing one does not overload the rest."""
 MIN_ROUTERS_PER_NODE = 2

@@ -17,7 +17,12 @@ from loadtest.generator.workers import (
     split_counts,
     worker_warnings,
 )
-from loadtest.workloads import Session, Turn, WorkloadPlan
+from loadtest.workloads import Session, Turn, WorkloadContext, WorkloadPlan, parse_workload
+from loadtest.workloads.tokenizer import load_tokenizer
+from tests.fixtures import TINY_TOKENIZER
+from tests.paths import REPO
+
+EXCERPT = REPO / "loadtest" / "data" / "traces" / "mooncake-conversation-400.jsonl"
 
 
 @given(st.integers(0, 10_000), st.lists(st.integers(1, 50), min_size=1, max_size=40))
@@ -63,6 +68,19 @@ def test_session_blocks_are_disjoint_sized_like_the_shares_and_cover_the_pool():
     assert [len(plan_part(tiny, s).sessions) for s in shared] == [1, 1]  # too small to split: shared
 
 
+def test_a_replay_worker_gets_its_own_requests_as_recipes_and_draws_them_as_the_orchestrator_did():
+    tokenizer = load_tokenizer(TINY_TOKENIZER)
+    ctx = WorkloadContext(seed=2, chat=True, tokenizer_loader=lambda: tokenizer)
+    plan = parse_workload(f"trace:{EXCERPT},end=20,sessions=prefix").build(1, ctx)  # the orchestrator's
+    forwarded = WorkloadPlan.from_json(plan.model_dump_json(), draw_text=False)  # the master's: not drawn
+    shares = plan_shares([1, 1], arrivals=[0.0] * len(plan.sessions), max_requests=None,
+                         sessions=len(plan.sessions), paired=True)  # fmt: skip
+    for k, share in enumerate(shares):
+        sent = plan_part(forwarded, share).model_dump_json()
+        assert len(sent) < sum(len(s.turns[0].content) for s in plan.sessions[k::2]) / 20  # recipes, not words
+        assert WorkloadPlan.from_json(sent).sessions == plan.sessions[k::2]  # drawn by the worker, word for word
+
+
 def test_no_worker_with_users_is_an_error():
     with pytest.raises(ValueError):
         plan_shares([0, 0], arrivals=None, max_requests=None, sessions=4)
@@ -74,13 +92,16 @@ def status(index, t, cpu, **kw):
 
 def test_combined_status_adds_up_workers_and_the_master():
     a = status(0, 10.0, 3.0, issued=5, completed=4, in_flight=1, users=2, cpu_seconds_load=2.0,
-               loop_lag_p99_s=0.002, loop_lag_max_s=0.01, session_wraps=1, user_errors=1, stop_reason="done")  # fmt: skip
+               loop_lag_p99_s=0.002, loop_lag_max_s=0.01, cpu_wait_s=0.5, cpu_wait_at_lag_max_s=0.009,
+               session_wraps=1, user_errors=1, stop_reason="done")  # fmt: skip
     b = status(1, 10.0, 5.0, issued=7, completed=7, users=3, cpu_seconds_load=4.0,
-               loop_lag_p99_s=0.004, loop_lag_max_s=0.008, stop_reason="drain timeout")  # fmt: skip
+               loop_lag_p99_s=0.004, loop_lag_max_s=0.008, cpu_wait_s=0.7, cpu_wait_at_lag_max_s=0.001,
+               stop_reason="drain timeout")  # fmt: skip
     line = combined_status("final", t=1.0, t0_unix=0.0, workers=[a, b], own_cpu=(1.5, 0.5))
     assert (line.issued, line.completed, line.in_flight, line.users) == (12, 11, 1, 5)
     assert line.cpu_seconds == 9.5 and line.cpu_seconds_load == 6.5
     assert line.loop_lag_p99_s == 0.004 and line.loop_lag_max_s == 0.01
+    assert line.cpu_wait_s == 0.7 and line.cpu_wait_at_lag_max_s == 0.009  # the worst wait; the worst lag's own
     assert line.session_wraps == 1 and line.user_errors == 1
     assert line.stop_reason == "done, drain timeout" and line.workers == (a, b)
     running = combined_status("running", t=1.0, t0_unix=0.0, workers=[a])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from loadtest.errors import ConfigError, WorkloadError
-from loadtest.workloads import WorkloadContext, parse_workload
+from loadtest.workloads import WorkloadContext, WorkloadPlan, parse_workload
 from loadtest.workloads.replay import TraceSelection, infer_sessions, replay_plan
 from loadtest.workloads.tokenizer import load_tokenizer
 from loadtest.workloads.traces import TraceFormat, TraceRow, parse_trace
@@ -125,3 +125,16 @@ def test_prompts_share_exactly_the_blocks_the_hashes_share(tmp_path):
     assert workload.build(1, ctx) == plan  # deterministic for a seed
     with pytest.raises(WorkloadError, match="is block_size=32 right"):
         parse_workload(f"trace:{path},block_size=32").build(1, ctx)
+
+
+def test_a_trace_plan_travels_as_recipes_and_is_drawn_again_identically():
+    tokenizer = load_tokenizer(TINY_TOKENIZER)
+    ctx = WorkloadContext(seed=5, chat=True, tokenizer_loader=lambda: tokenizer)
+    plan = parse_workload(f"trace:{EXCERPT},end=30,sessions=prefix").build(1, ctx)
+    text = plan.model_dump_json()
+    prompt_chars = sum(len(s.turns[0].content) for s in plan.sessions)
+    assert all(s.turns[0].recipe is not None for s in plan.sessions) and '"content"' not in text
+    assert len(text) < prompt_chars / 20  # 512-token blocks as hash ids, not as words
+    assert WorkloadPlan.from_json(text) == plan  # every message drawn again, word for word
+    forwarded = WorkloadPlan.from_json(text, draw_text=False)  # a master: nothing drawn, the same JSON out
+    assert {t.content for s in forwarded.sessions for t in s.turns} == {""} and forwarded.model_dump_json() == text

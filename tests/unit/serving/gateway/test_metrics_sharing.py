@@ -13,7 +13,6 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from serving.gateway.http_app import build_http_app
-from serving.gateway.core import gateway_processes_at_most
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.metrics_board import GATEWAY_REPLICA_LABEL, MetricsBoard, Snapshot
 from serving.gateway.metrics_sharing import FleetMetrics, RayBoardChannel, board_actor_name, shared_views
@@ -213,4 +212,4 @@ def test_shared_views_are_the_engine_deployment_seen_alike_by_every_gateway():
     ([], 2),
 ])
 def test_metrics_are_shared_exactly_when_several_gateway_processes_can_run(argv, most):
-    assert gateway_processes_at_most(from_cli(argv)) == most
+    assert from_cli(argv).gateway_processes_at_most == most

@@ -44,9 +44,10 @@ def _env(container: dict) -> dict[str, str]:
 
 
 def _ray_constants() -> str:
-    """The installed Ray Serve's constants module, read as text (nothing imported)."""
-    spec = importlib.util.find_spec("ray")
-    return (Path(spec.origin).parent / "serve" / "_private" / "constants.py").read_text()
+    """The installed Ray Serve's and Ray's constants modules, read as text (nothing imported)."""
+    root = Path(importlib.util.find_spec("ray").origin).parent
+    return "\n".join((root / part).read_text() for part in ("serve/_private/constants.py",
+                                                            "_private/ray_constants.py"))
 
 
 def test_every_ray_container_gets_the_direct_ingress_settings(config, target):
@@ -66,7 +67,8 @@ def test_every_ray_container_gets_the_direct_ingress_settings(config, target):
 
 
 def test_the_settings_are_ones_ray_reads(h200):
-    """Each name is read by the installed Ray Serve (a renamed setting would be ignored silently)."""
+    """Each name is read by the installed Ray Serve or Ray (a renamed setting would be ignored
+    silently)."""
     constants = _ray_constants()
     config = cluster_config(CATALOG.get(LLAMA_70B), h200)
     for name in ray_serve_env(config, plan_front_end(config, h200), 8):
