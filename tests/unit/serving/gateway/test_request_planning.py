@@ -84,8 +84,8 @@ def test_unknown_model_is_not_found(tokenizer):
 
 def test_unsupported_feature_is_refused_by_name(tokenizer):
     with pytest.raises(InvalidRequestError) as err:
-        plan(chat(logprobs=True), tokenizer)
-    assert err.value.param == "logprobs"
+        plan(chat(prompt_logprobs=2), tokenizer)
+    assert err.value.param == "prompt_logprobs"
 
 
 def test_fields_without_effect_on_generation_are_accepted(tokenizer):
@@ -94,7 +94,7 @@ def test_fields_without_effect_on_generation_are_accepted(tokenizer):
 
 def test_any_other_field_that_would_be_ignored_is_refused(tokenizer):
     with pytest.raises(InvalidRequestError, match="best_of") as err:
-        plan(chat(best_of=3, logit_bias={"5": 10}), tokenizer)
+        plan(chat(best_of=3, echo=True), tokenizer)
     assert err.value.param == "best_of"
 
 
