@@ -74,6 +74,11 @@ def plan_request(
             f"unsupported parameter(s): {', '.join(unsupported)} (serveout refuses what it "
             "would otherwise ignore)", param=unsupported[0]
         )
+    for i, message in enumerate(body.messages if isinstance(body, ChatCompletionRequest) else ()):
+        unknown = message.unsupported_fields()
+        if unknown:
+            raise InvalidRequestError(
+                f"unsupported field(s) in messages[{i}]: {', '.join(unknown)}", param=f"messages.{i}.{unknown[0]}")
     if body.stream_options is not None and not body.stream:
         raise InvalidRequestError(
             "stream_options is only allowed when stream is true", param="stream_options"

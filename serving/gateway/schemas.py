@@ -58,7 +58,10 @@ class AssistantToolCall(BaseModel):
     function: FunctionCall
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(_Body):
+    """One chat turn. A field outside these sent with a value is refused by name (sent
+    empty, as the SDK echoes an answer's ``refusal: null``, it is ignored)."""
+
     role: Literal["system", "user", "assistant", "developer", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None

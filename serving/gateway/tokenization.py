@@ -69,6 +69,8 @@ def _template_message(message: ChatMessage, index: int) -> dict:
     """A message as chat templates read it: text content, tool calls with their
     arguments as an object (HF templates render them with ``tojson``)."""
     out: dict = {"role": message.role, "content": message.text()}
+    if message.name is not None:  # as vLLM passes it: templates that know it render it
+        out["name"] = message.name
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
     if message.tool_calls:
