@@ -72,7 +72,9 @@ class EngineReplica:
         os.environ.setdefault("VLLM_HOST_IP", ray.util.get_node_ip_address())
         from serving.engine.vllm_engine import VllmEngine, engine_args
 
-        return VllmEngine(engine_args(config.model, config.model_path, config.engine), self.replica_id)
+        tools = config.model.tool_calling
+        return VllmEngine(engine_args(config.model, config.model_path, config.engine), self.replica_id,
+                          tool_parser=tools.parser if tools else None)
 
     def _bind(self, binding: CpuBinding) -> None:
         apply_binding(binding)
