@@ -23,19 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.bare_vllm import MODEL, model_path
-from serving.config.loading import build_stack_config
-from serving.config.model_spec import ModelCatalog
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.model import MODEL, model_path, stack_config
 from serving.errors import ServeoutError
 from serving.local_cluster import ClusterOptions, LocalCluster
-from serving.model_store import ModelStore
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = ("text", "json_object", "json_schema", "tool_named", "tool_required", "tool_auto")
@@ -106,11 +102,8 @@ def main() -> None:
         parser.error(f"unknown output(s) {', '.join(unknown) or '(none given)'}; valid: {', '.join(OUTPUTS)}")
     if min(args.replicas, args.concurrency, args.requests, args.output_len, args.rounds) < 1:
         parser.error("--replicas, --concurrency, --requests, --output-len and --rounds must be >= 1")
-    if os.geteuid() == 0 and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("benchmarks.structured_outputs", sys.argv[1:]))
-    catalog = ModelCatalog(REPO / "models")
-    data = {"replicas": {"num_replicas": args.replicas}, "gateway": {"port": args.port}}
-    config = build_stack_config(data, catalog=catalog, resolve_path=ModelStore(catalog).require)
+    loopback_if_root("benchmarks.structured_outputs")
+    config = stack_config({"replicas": {"num_replicas": args.replicas}, "gateway": {"port": args.port}})
     folder = args.out.with_suffix("")
     runs: dict[str, list[dict[str, float]]] = {o: [] for o in outputs}
     try:
