@@ -22,7 +22,7 @@ process, every frame by ``json.dumps``, the same token schedule): the reference 
 issue's goal is set against (the stack's CPU per token <= 2x it).
 
 ``--against vllm-api-server`` then runs the same client at the same concurrency
-against vLLM's own OpenAI server (``benchmarks.bare_vllm``) with the real default
+against vLLM's own OpenAI server (``benchmarks.common.references``) with the real default
 model (vLLM has no null engine), and reports the CPU µs per token of its API-server
 process against its EngineCore process: what vLLM's own HTTP front end costs per token
 on this box, beside serveout's. The model bounds that run's tok/s, so only its per-token
