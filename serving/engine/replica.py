@@ -116,11 +116,12 @@ class EngineReplica:
             self._leave()
             raise
 
-    async def pids(self) -> dict[str, int | list[int] | bool]:
+    async def pids(self) -> dict[str, str | int | list[int] | bool]:
         """This replica's process id, its engine core processes' and whether its engine
         died (for fault tests)."""
         children = psutil.Process().children(recursive=True)
         return {
+            "replica_id": self.replica_id,
             "replica": os.getpid(),
             "engine_core": [p.pid for p in children if _is_engine_core(p)],
             "engine_dead": self._engine.dead,
