@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from loadtest.analysis.arrivals import schedule
 from loadtest.analysis.records import ErrorKind
+from loadtest.client.openai_api import MAX_RETRY_AFTER_S
 from loadtest.config import LoadTestConfig
 from loadtest.profiles import OpenLoad, StagePlan
 from serving.errors import OverloadedError
@@ -46,7 +47,6 @@ from simulator.token_gaps import TokenGaps
 from simulator.traffic import StageTraffic
 
 TURN, ARRIVAL, STEP, TICK, READY, ANSWERED = range(6)  # ANSWERED: the client has read an answer's end
-MAX_RETRY_AFTER_S = 10.0  # as the Locust user
 
 
 def run_sync(coroutine):
@@ -128,7 +128,7 @@ class ClusterSim:
         if self.open:
             self.arrivals = load.follow_curve(
                 schedule(start_rate=load.start_rate, end_rate=load.end_rate, burstiness=load.burstiness,
-                         seed=config.seed + 1000 * plan.index, duration_s=config.duration_s,
+                         seed=plan.seed(config.seed), duration_s=config.duration_s,
                          count=config.max_requests), config.duration_s)
             self.free_users = list(range(load.max_concurrency - 1, -1, -1))
             self.waiting_arrivals: deque[float] = deque()

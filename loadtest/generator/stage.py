@@ -151,7 +151,7 @@ def stage_load(config: LoadTestConfig, stage: StagePlan) -> tuple[int, float, np
             start_rate=load.start_rate,
             end_rate=load.end_rate,
             burstiness=load.burstiness,
-            seed=config.seed + 1000 * stage.index,
+            seed=stage.seed(config.seed),
             duration_s=config.duration_s,
             count=config.max_requests,
         ), config.duration_s)
@@ -167,7 +167,7 @@ def run_options(config: LoadTestConfig, stage: StagePlan) -> dict[str, object]:
     return {
         "paired": isinstance(stage.load, ReplayLoad),
         "cancel": None if cancel is None else (cancel.fraction, cancel.after_s),
-        "seed": config.seed + 1000 * stage.index,
+        "seed": stage.seed(config.seed),
     }
 
 
