@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -24,8 +23,10 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.bare_vllm import MODEL, bare_vllm_server
-from benchmarks.streaming_client import run
+from benchmarks.common.model import MODEL
+from benchmarks.common.references import bare_vllm_server
+from benchmarks.common.streaming_client import run
+from simulator.machine import cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = {
@@ -35,14 +36,6 @@ QUESTIONS = {
 }
 PROMPT = "Write a short story about a robot who learns to paint."
 console = Console() if sys.stdout.isatty() else Console(width=160)
-
-
-def cpu_model() -> str:
-    """The CPU's model name (figures from one CPU are never targets on another)."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def cpu_flags() -> set[str]:

@@ -16,7 +16,6 @@ the error; the goal is within 10%. The CPU profile is ``--profile`` (default: th
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -24,17 +23,16 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.step_time import REPO, Driver, Limits, prepare_process
+from benchmarks.common.engine import Driver, Limits, in_process_engine, prepare_process
+from benchmarks.common.model import MODEL, catalog, model_path
 from loadtest.analysis.arrivals import schedule
 from serving.config.loading import build_stack_config
-from serving.config.model_spec import ModelCatalog
-from serving.model_store import ModelStore, models_dir
 from simulator.batch_run import run_arrivals
 from simulator.hardware import load_hardware
 from simulator.machine import cpu_mismatch, cpu_model
 from simulator.step_time import StepTimeModel
 
-MODEL = "smollm2-135m-instruct"
+REPO = Path(__file__).resolve().parents[1]
 GOAL_PCT = 10.0
 
 
@@ -47,17 +45,7 @@ def figures(rows: list[tuple[float, float, int]], start: float) -> dict[str, flo
 
 def run_engine(config, arrivals: np.ndarray, input_len: int, output_len: int) -> tuple[list, Limits, int]:
     """Feed the engine the requests at their arrival times; each one's token times."""
-    from vllm.v1.engine.llm_engine import LLMEngine
-
-    from serving.engine.vllm_engine import engine_args
-
-    args = dataclasses.replace(engine_args(config.model, config.model_path, config.engine_settings),
-                               distributed_executor_backend="mp", async_scheduling=False)
-    engine = LLMEngine.from_vllm_config(args.create_engine_config(), disable_log_stats=True)
-    try:
-        c = engine.vllm_config
-        limits = Limits(c.scheduler_config.max_num_seqs, c.scheduler_config.max_num_batched_tokens,
-                        c.model_config.max_model_len, c.cache_config.num_gpu_blocks * c.cache_config.block_size)
+    with in_process_engine(config) as (engine, limits):
         driver = Driver(engine, limits)
         for _ in range(2):  # warm-up, unrecorded
             rid = driver.add(input_len, 8)
@@ -77,9 +65,7 @@ def run_engine(config, arrivals: np.ndarray, input_len: int, output_len: int) ->
                 if got:
                     tokens.setdefault(out.request_id, []).extend([time.perf_counter() - start] * got)
         rows = [(tokens[r][0], tokens[r][-1], len(tokens[r])) for r in ids]
-        return rows, limits, c.cache_config.block_size
-    finally:
-        engine.engine_core.shutdown()
+        return rows, limits, engine.vllm_config.cache_config.block_size
 
 
 def main() -> int:
@@ -92,9 +78,8 @@ def main() -> int:
     parser.add_argument("--profile", default=None, help="CPU hardware profile (name or YAML path)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "engine_vs_simulator.json")
     args = parser.parse_args()
-    catalog = ModelCatalog(models_dir())
-    config = build_stack_config({"model": MODEL, "engine": {"enable_prefix_caching": False}}, catalog=catalog,
-                                model_path=ModelStore(catalog).require(MODEL))
+    config = build_stack_config({"model": MODEL, "engine": {"enable_prefix_caching": False}}, catalog=catalog(),
+                                model_path=model_path())
     prepare_process(config, "benchmarks.engine_vs_simulator")
     arrivals = schedule(start_rate=args.rate, burstiness=None, seed=args.seed, count=args.requests,
                         duration_s=args.requests / args.rate * 4)

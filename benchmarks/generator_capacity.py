@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -42,12 +41,14 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.timed_server import start_in_child
+from benchmarks.common.cpu import cpu_s, machine_busy_s, percent_of_cores
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.servers import free_port, stop
+from benchmarks.common.timed_server import start_in_child
 from loadtest import RunOptions, parse_profile, parse_workload, run_load_test
 from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
 from loadtest.errors import ConfigError, LoadTestError
 from loadtest.units import parse_duration
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "timed"
@@ -74,20 +75,8 @@ class Probe:
     note: str = ""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen, str]:
     return start_in_child(port=args.port or free_port(), ttft_s=args.ttft, itl_s=args.itl, model=MODEL, log=log)
-
-
-def machine_busy_s() -> float:
-    """CPU seconds the whole machine has been busy (every process, every core)."""
-    times = psutil.cpu_times()
-    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
 def concurrency_cap(rate: float, args: argparse.Namespace) -> int:
@@ -108,14 +97,14 @@ def probe(url: str, server: psutil.Process, workers: int, rate: float, args: arg
         label=f"{workers} worker(s) at {rate:g}/s",
     )
     offered = rate * args.output_len
-    cpu0, busy0, t0 = sum(server.cpu_times()[:2]), machine_busy_s(), time.time()
+    cpu0, busy0, t0 = cpu_s([server]), machine_busy_s(), time.time()
     try:
         stage = run_load_test(config, RunOptions(out_dir=out, reports=("json",))).headline
     except LoadTestError as exc:
         return Probe(workers, rate, offered, None, None, None, 0, None, None, None, 0.0, 0.0, False, f"failed: {exc}"[:200])
     wall = time.time() - t0
-    server_cpu = 100.0 * (sum(server.cpu_times()[:2]) - cpu0) / wall
-    machine_busy = 100.0 * (machine_busy_s() - busy0) / wall / (os.cpu_count() or 1)
+    server_cpu = 100.0 * (cpu_s([server]) - cpu0) / wall
+    machine_busy = percent_of_cores(machine_busy_s() - busy0, wall)
     streamed = stage.throughput.output_tokens_per_s
     lag_p99, lag_max = stage.arrivals.lag_p99_s, stage.arrivals.lag_max_s
     gen = stage.generator
@@ -214,8 +203,7 @@ def main() -> int:
         args.rates = [float(r) for r in args.rates.split(",")] if args.rates else None
     except (ConfigError, ValueError) as exc:
         parser.error(str(exc))
-    if os.geteuid() == 0 and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("benchmarks.generator_capacity", sys.argv[1:]))
+    loopback_if_root("benchmarks.generator_capacity")
     args.out.mkdir(parents=True, exist_ok=True)
     server, url = start_server(args, args.out / "timed_server.log")
     results: dict[int, list[Probe]] = {}
@@ -230,8 +218,7 @@ def main() -> int:
             results[workers] = search(run, args)
             console.print(table(workers, results[workers], args))
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
     console.print(f"[bold]highest streamed tok/s with arrival lateness p99 < {args.max_lateness_s * 1e3:g} ms[/] "
                   f"({os.cpu_count()} cores, shared with the timed server and anything else running):")  # fmt: skip
     base = capacity(results.get(1, []))

@@ -35,7 +35,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -43,7 +42,8 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.fidelity_truth import (
+from benchmarks.common.cpu import Sampler
+from benchmarks.common.fidelity_truth import (
     KEYS,
     LATENCIES,
     LOADTEST_DEF,
@@ -59,18 +59,20 @@ from benchmarks.fidelity_truth import (
     time_budget,
     truth_figures,
 )
-from benchmarks.loadtest_vs_vllm_bench import VLLM_BENCH, TreeCpu, run_measured
-from benchmarks.timed_server import Trace, start_in_child, traces_from_truth
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.model import MODEL as TOKENIZER_MODEL
+from benchmarks.common.servers import stop
+from benchmarks.common.timed_server import Trace, start_in_child, traces_from_truth
+from benchmarks.common.vllm_bench import run_measured, vllm_bench_command
 from loadtest.analysis.records import read_records
 from loadtest.analysis.summary import StageSummary, load_summary
 from loadtest.errors import ConfigError
 from loadtest.units import parse_duration
 from loadtest.workloads.tokenizer import default_tokenizer_path
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
+from simulator.machine import cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "timed"
-TOKENIZER_MODEL = "smollm2-135m-instruct"
 console = Console() if sys.stdout.isatty() else Console(width=180)
 
 
@@ -94,32 +96,24 @@ def reset_truth(url: str) -> None:
     httpx.post(f"{url}/truth/reset", timeout=30).raise_for_status()
 
 
-class MachineCpu(TreeCpu):
-    """Busy CPU seconds of the whole machine (every process, other agents' too), sampled
-    like :class:`TreeCpu` (whose thread and ``between`` it reuses), plus the timed server's."""
+class MachineCpu:
+    """Busy CPU seconds of the whole machine (every process, other agents' too) and of
+    the timed server, sampled over a run."""
 
     def __init__(self, server_pid: int) -> None:
-        self.server = TreeCpu(server_pid)
-        super().__init__(os.getpid())
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.25):
-            times = psutil.cpu_times()
-            self.samples.append((time.time(), sum(times) - times.idle - times.iowait))
+        self.server, self.machine = Sampler.of_tree(server_pid), Sampler.of_machine()
 
     def stop(self) -> None:
         self.server.stop()
-        super().stop()
+        self.machine.stop()
 
     def report(self, start: float, end: float, client_cpu_s: float) -> dict:
-        machine, server = self.between(start, end), self.server.between(start, end)
+        machine, server = self.machine.between(start, end), self.server.between(start, end)
         return {"machine_cpu_s": machine, "server_cpu_s": server, "others_cpu_s": machine - server - client_cpu_s}
 
 
 def machine_facts() -> dict:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), "unknown CPU")
-    return {"cpu": model, "cores": psutil.cpu_count(), "loadavg_1m": os.getloadavg()[0]}
+    return {"cpu": cpu_model(), "cores": psutil.cpu_count(), "loadavg_1m": os.getloadavg()[0]}
 
 
 def loadtest_command(url: str, users: int, args: argparse.Namespace, out: Path) -> list[str]:
@@ -184,15 +178,15 @@ def loadtest_figures(stage: StageSummary) -> dict:
 
 def run_vllm(url: str, users: int, args: argparse.Namespace, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable, "-c", VLLM_BENCH, "--backend", "openai-chat", "--base-url", url,
+    command = vllm_bench_command(
+        "--backend", "openai-chat", "--base-url", url,
         "--endpoint", "/v1/chat/completions", "--model", MODEL, "--served-model-name", MODEL,
         "--tokenizer", str(args.tokenizer), "--dataset-name", "random", "--random-input-len", str(args.input_len),
         "--random-output-len", str(args.output_len), "--num-prompts", str(expected_requests(users, args)),
         "--max-concurrency", str(users), "--ignore-eos", "--seed", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
         "--metric-percentiles", "50,95", "--save-result", "--save-detailed", "--result-dir", str(out),
         "--result-filename", "vllm_bench.json", "--disable-tqdm", "--num-warmups", str(0 if args.cold else users),
-    ]  # fmt: skip
+    )  # fmt: skip
     reset_truth(url)
     machine = MachineCpu(args.server_pid)
     cpu = run_measured(command, cwd=out, log=out / "vllm_bench.log")
@@ -322,8 +316,7 @@ def main() -> int:
         parser.error(f"--concurrency takes positive integers separated by commas, not {args.concurrency!r}")
     if not any((args.tokenizer / name).is_file() for name in ("tokenizer_config.json", "tokenizer.json")):
         parser.error(f"no tokenizer in {args.tokenizer}: run ./scripts/setup or pass --tokenizer")
-    if os.geteuid() == 0 and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("benchmarks.loadtest_fidelity", sys.argv[1:]))
+    loopback_if_root("benchmarks.loadtest_fidelity")
     args.out.mkdir(parents=True, exist_ok=True)
     machine = machine_facts()
     console.print(f"machine: {machine['cpu']}, {machine['cores']} cores, load average {machine['loadavg_1m']:.1f} "
@@ -345,8 +338,7 @@ def main() -> int:
             explain(lt, vl)
             results.append({"concurrency": users, "loadtest_first": index % 2 == 0, "loadtest": lt, "vllm_bench": vl})
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     machine["loadavg_1m_after"] = os.getloadavg()[0]
     figures = {"args": settings, "machine": machine, "levels": results}

@@ -1,7 +1,7 @@
 """loadtest vs vLLM's own benchmark, same workload, against one bare vLLM server.
 
 Starts a bare vLLM OpenAI server (the default model with serveout's engine settings,
-``benchmarks/bare_vllm.py``),
+``benchmarks/common/references.py``),
 then runs, on the same server and with the same workload (random prompts, 64 input
 tokens, 128 output tokens with ignore_eos, N requests at concurrency C):
 
@@ -18,7 +18,7 @@ on a 2-core box a client's CPU is taken from the server. Rounds alternate which 
 goes first. Figures are printed, never asserted.
 
 Everything runs inside a loopback-only network namespace and holds the heavy lock
-(the script re-executes itself under ``flock /tmp/serveout-heavy.lock unshare -n``
+(the script re-executes itself under ``unshare -n`` and ``flock /tmp/serveout-heavy.lock``
 unless ``--no-isolation`` is given). Run from the repository root:
 
     .venv/bin/python benchmarks/loadtest_vs_vllm_bench.py [--rounds 2] [--out results/bench]
@@ -28,44 +28,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the repo's packages (bare vLLM server, Prometheus parser)
-from benchmarks.bare_vllm import MODEL, bare_vllm_server, model_path  # noqa: E402
+from benchmarks.common.isolation import loopback_holding_lock  # noqa: E402
+from benchmarks.common.model import MODEL, model_path  # noqa: E402
+from benchmarks.common.references import bare_vllm_server  # noqa: E402
+from benchmarks.common.vllm_bench import run_measured, vllm_bench_command  # noqa: E402
 
 LOCK = "/tmp/serveout-heavy.lock"
-MARKER = "SERVEOUT_BENCH_ISOLATED"
-
-VLLM_BENCH = """
-import argparse, json, sys
-from vllm.benchmarks.serve import add_cli_args, main
-parser = argparse.ArgumentParser()
-add_cli_args(parser)
-args = parser.parse_args(sys.argv[1:])
-main(args)
-"""
-
-
-def isolate(argv: list[str]) -> None:
-    """Re-run this script under the heavy lock in a loopback-only network namespace."""
-    inner = " ".join(shlex.quote(a) for a in [sys.executable, *argv])
-    command = ["flock", LOCK, "unshare", "-n", "sh", "-c", f"ip link set lo up && exec env {MARKER}=1 {inner}"]
-    print("isolating:", " ".join(command[:5]), "...", flush=True)
-    os.execvp(command[0], command)
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    env["HF_HUB_OFFLINE"] = "1"
-    return env
 
 
 def run_loadtest(port: int, args: argparse.Namespace, out: Path, requests: int) -> dict:
@@ -110,8 +84,7 @@ def run_loadtest(port: int, args: argparse.Namespace, out: Path, requests: int) 
 
 def run_vllm_bench(port: int, args: argparse.Namespace, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable, "-c", VLLM_BENCH,
+    command = vllm_bench_command(
         "--backend", "openai-chat", "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/chat/completions",
         "--model", str(model_path()), "--served-model-name", MODEL, "--tokenizer", str(model_path()),
         "--dataset-name", "random", "--random-input-len", str(args.input_len),
@@ -119,7 +92,7 @@ def run_vllm_bench(port: int, args: argparse.Namespace, out: Path) -> dict:
         "--max-concurrency", str(args.concurrency), "--ignore-eos", "--seed", str(args.seed),
         "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95",
         "--save-result", "--result-dir", str(out), "--result-filename", "vllm_bench.json", "--disable-tqdm",
-    ]  # fmt: skip
+    )  # fmt: skip
     before = scrape(port)
     cpu = run_measured(command, cwd=out, log=out / "vllm_bench.log")
     after = scrape(port)
@@ -176,59 +149,6 @@ def server_means(before: dict[str, float], after: dict[str, float]) -> dict[str,
     return out
 
 
-class TreeCpu:
-    """Samples the CPU seconds of a process and its children (a thread), to measure a
-    client's own CPU use over its load phase."""
-
-    def __init__(self, pid: int) -> None:
-        import threading
-
-        import psutil
-
-        self.process = psutil.Process(pid)
-        self.samples: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        import psutil
-
-        while not self._stop.wait(0.25):
-            try:
-                procs = [self.process, *self.process.children(recursive=True)]
-                total = 0.0
-                for proc in procs:
-                    try:
-                        times = proc.cpu_times()
-                        total += times.user + times.system
-                    except psutil.Error:
-                        pass
-                self.samples.append((time.time(), total))
-            except psutil.Error:
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-
-    def between(self, start: float, end: float) -> float:
-        """CPU seconds used between two wall-clock instants (nearest samples)."""
-        inside = [(t, c) for t, c in self.samples if start <= t <= end]
-        return inside[-1][1] - inside[0][1] if len(inside) >= 2 else 0.0
-
-
-def run_measured(command: list[str], *, cwd: Path, log: Path | None) -> TreeCpu:
-    handle = log.open("w") if log else subprocess.DEVNULL
-    process = subprocess.Popen(command, cwd=cwd, env=clean_env(), stdout=handle, stderr=subprocess.STDOUT)
-    sampler = TreeCpu(process.pid)
-    code = process.wait()
-    sampler.stop()
-    if code != 0:
-        raise SystemExit(f"{command[:4]} failed with exit code {code}" + (f"; see {log}" if log else ""))
-    return sampler
-
-
 FIGURES = (
     ("TTFT p50 (ms)", "ttft_p50_ms"),
     ("TTFT p95 (ms)", "ttft_p95_ms"),
@@ -279,8 +199,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "loadtest_vs_vllm_bench")
     parser.add_argument("--no-isolation", action="store_true", help="already in a netns holding the lock")
     args = parser.parse_args()
-    if not args.no_isolation and os.environ.get(MARKER) != "1":
-        isolate(sys.argv)
+    if not args.no_isolation:
+        loopback_holding_lock(LOCK)
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     with bare_vllm_server(args.port, args.out / "vllm_server.log"):

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import sys
 import tempfile
@@ -44,16 +43,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.bare_vllm import MODEL
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.model import MODEL, stack_config
 from loadtest.analysis.stats import percentile
-from serving.config.loading import build_stack_config
-from serving.config.model_spec import ModelCatalog
 from serving.config.stack import StackConfig
 from serving.errors import ServeoutError
 from serving.gateway.admission import AdmissionController
 from serving.local_cluster import ClusterOptions, LocalCluster
-from serving.model_store import ModelStore
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
 
 REPO = Path(__file__).resolve().parents[1]
 NO_RESPONSE = 0  # the status of a request that got no HTTP answer (timeout, reset)
@@ -148,8 +144,7 @@ def retry_after_s(value: str | None, default: float = 1.0) -> float:
 # --- the stack and the client -----------------------------------------------------------
 
 def deploy(cluster: LocalCluster, data: dict) -> StackConfig:
-    catalog = ModelCatalog(REPO / "models")
-    config = build_stack_config(data, catalog=catalog, resolve_path=ModelStore(catalog).require)
+    config = stack_config(data)
     with console.status("serveout starting") as status:
         cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
     return config
@@ -375,8 +370,7 @@ def main() -> None:
     if min(getattr(args, n) for n in numbers) < 1 or args.duration <= 0:
         parser.error(f"--{', --'.join(n.replace('_', '-') for n in numbers)} must be >= 1 and "
                      "--duration > 0")
-    if os.geteuid() == 0 and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("benchmarks.overload", sys.argv[1:]))
+    loopback_if_root("benchmarks.overload")
     raise_open_files(2 * max(args.burst, args.heavy + args.light) + 1024)
     results: dict = {}
     args.out.parent.mkdir(parents=True, exist_ok=True)

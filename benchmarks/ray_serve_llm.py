@@ -8,7 +8,9 @@ environment set before Ray is imported); prints ``ready <url>`` when it answers,
 serves until it gets SIGTERM or its stdin closes.
 
 Needs ``pyarrow`` and ``pandas`` (``ray.serve.llm`` imports them; not in serveout's
-lock): ``requirements/bench-ray-llm.txt``, installed by :func:`ensure_installed`.
+lock): ``requirements/bench-ray-llm.txt``, installed by
+:func:`benchmarks.common.references.ensure_ray_llm_installed`; ``ray_serve_llm_server``
+there starts this program as a child.
 
     python -m benchmarks.ray_serve_llm --port 8300
 """
@@ -16,34 +18,20 @@ lock): ``requirements/bench-ray-llm.txt``, installed by :func:`ensure_installed`
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-REQUIREMENTS = REPO / "requirements" / "bench-ray-llm.txt"
+from benchmarks.common.model import MODEL, engine_env, model_path, model_spec
+
 START_TIMEOUT_S = 600.0
 
 
-def ensure_installed() -> None:
-    """Install Ray Serve LLM's extra imports (pinned, ``--no-deps``) into this venv if missing."""
-    if all(importlib.util.find_spec(name) for name in ("pyarrow", "pandas")):
-        return
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-r", str(REQUIREMENTS)], check=True)
-
-
 def serve_forever(port: int) -> None:
-    from benchmarks.bare_vllm import MODEL, _engine_env, _spec, model_path
-
     os.environ.update({"RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1",
                        "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY": "1", "RAY_USAGE_STATS_ENABLED": "0",
                        "RAY_SERVE_HAPROXY_NBTHREAD": "1", "HF_HUB_OFFLINE": "1"})
@@ -51,7 +39,7 @@ def serve_forever(port: int) -> None:
     from ray import serve
     from ray.serve.llm import LLMConfig, build_openai_app
 
-    spec = _spec()
+    spec = model_spec()
     engine = spec.engine
     ray.init(num_cpus=4, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"enable_access_log": False})
@@ -62,7 +50,7 @@ def serve_forever(port: int) -> None:
                        "kv_cache_memory_bytes": int(engine.kv_cache_space_gib * (1 << 30)),
                        "enable_prefix_caching": engine.enable_prefix_caching},
         placement_group_config={"bundles": [{"CPU": 1}]},
-        runtime_env={"env_vars": _engine_env()},
+        runtime_env={"env_vars": engine_env()},
         deployment_config={"num_replicas": 1},
     )
     serve.run(build_openai_app({"llm_configs": [config]}), name="ray-llm", route_prefix="/")
@@ -83,26 +71,6 @@ def serve_forever(port: int) -> None:
     stop.wait()
     serve.shutdown()
     ray.shutdown()
-
-
-@contextmanager
-def ray_serve_llm_server(port: int, log: Path) -> Iterator[str]:
-    """Run :func:`serve_forever` in a child process; yields its URL once it answers."""
-    ensure_installed()
-    with log.open("w") as out:
-        child = subprocess.Popen([sys.executable, "-m", "benchmarks.ray_serve_llm", "--port", str(port)],
-                                 stdout=subprocess.PIPE, stderr=out, stdin=subprocess.PIPE, text=True, cwd=REPO)
-        try:
-            line = child.stdout.readline()
-            if not line.startswith("ready "):
-                raise RuntimeError(f"Ray Serve LLM did not start (see {log})")
-            yield line.split()[1]
-        finally:
-            child.terminate()
-            try:
-                child.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                child.kill()
 
 
 def main() -> None:

@@ -18,10 +18,10 @@ GPU-hours at no lower SLO attainment.
 
     .venv/bin/python -m benchmarks.routing_oracle [--part routing|autoscaling|all]
         [--clusters 6xTP4,24xTP1] [--workloads mooncake,chat,rag] [--day-duration 24h] [--quick]
-    .venv/bin/python -m benchmarks.routing_oracle --real     # the real stack: 2 replicas on this box
 
-Prints the tables and writes ``results/routing_oracle.json`` (and ``--real``:
-``results/routing_oracle_real.json``). Figures are printed, never asserted.
+Prints the tables and writes ``results/routing_oracle.json``. Figures are printed, never
+asserted. The real stack's part (2 replicas on this box) is its own program,
+``benchmarks/routing_oracle_real.py``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from serving.config.stack import AutoscalingSpec, RoutingPolicyName, RoutingSpec
 from simulator.config import SimulationConfig
 from simulator.engine import replica_setup
 from simulator.fixed_run import FixedRunResult, Slo, run_fixed
-from simulator.oracles.clairvoyant import run_clairvoyant, stage_arrivals
+from simulator.oracles.clairvoyant import first_stage_arrivals, run_clairvoyant
 from simulator.oracles.prefix_bound import prefix_bound
 from simulator.replay import figures_of, grid_of, replay, stack_policy
 from simulator.workloads.conversations import ConversationMix, conversation_requests
@@ -220,7 +220,7 @@ def autoscaling_part(args: argparse.Namespace) -> dict:
                      "failed": r.failed, "mean_replicas": r.mean_replicas, "scale_ups": len(r.scale_ups),
                      "cpu_s": time.process_time() - started})
         console.print(f"{name}: {r.gpu_hours:.1f} GPU-hours, SLO attainment {r.slo_attainment:.2%}")
-    arrivals = stage_arrivals(config)
+    arrivals = first_stage_arrivals(config)
     grid = grid_of(config, stack.autoscaling)
     clairvoyant = []
     for capacity in args.capacities:
@@ -268,10 +268,6 @@ def _floats(text: str) -> list[float]:
 
 
 def main() -> None:
-    if "--real" in sys.argv[1:]:  # the real-stack part has its own options
-        from benchmarks.routing_oracle_real import main as real_main
-
-        return real_main([a for a in sys.argv[1:] if a != "--real"])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=("routing", "autoscaling", "all"), default="all")
     parser.add_argument("--clusters", type=lambda s: s.split(","), default=list(CLUSTERS))
@@ -284,8 +280,6 @@ def main() -> None:
     parser.add_argument("--trend-targets", type=_floats, default=[64.0], help="trend policy targets")
     parser.add_argument("--capacities", type=_floats, default=[7.0, 8.0, 9.0, 10.0, 11.0],
                         help="clairvoyant capacities (req/s per replica)")
-    parser.add_argument("--real", action="store_true", help="run the real-stack part instead (2 replicas here; "
-                        "see benchmarks/routing_oracle_real.py for its options)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "routing_oracle.json")
     args = parser.parse_args()
     unknown = [c for c in args.clusters if c not in CLUSTERS] + [p for p in args.policies if p not in POLICIES]

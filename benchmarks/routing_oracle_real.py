@@ -12,7 +12,7 @@ mean) is computed on the token ids the gateway sent (every prompt through the mo
 chat template), with each replica's KV cache in 128-token blocks. ``cache-aware`` runs
 with the engines' KV cache events on (``engine.kv_cache_events``).
 
-    .venv/bin/python -m benchmarks.routing_oracle --real [--policies round-robin,least-loaded,prefix-affinity,cache-aware]
+    .venv/bin/python -m benchmarks.routing_oracle_real [--policies round-robin,least-loaded,prefix-affinity,cache-aware]
         [--conversations 24] [--turns 4] [--concurrency 4] [--kv-cache-gib 0.5]
 """
 
@@ -21,29 +21,57 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
 import time
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.routing_policies import MODEL, WORDS, engine_totals, shared_prefix_bodies
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.model import MODEL
+from benchmarks.common.streaming_client import chat_body
 from loadtest.analysis.stats import percentile
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 from serving.config.loading import build_stack_config
 from serving.config.model_spec import EngineSettings, ModelCatalog
 from serving.local_cluster import ClusterOptions, LocalCluster
 from serving.model_store import ModelStore
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
 from simulator.config import SimulationConfig
 from simulator.engine import replica_setup
 from simulator.oracles.prefix_bound import prefix_bound
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+# The shared-prefix workload of benchmarks.routing_policies (same words, same bodies, so
+# the figures compare); a program cannot import another program (tests/unit/benchmarks).
+WORDS = ("river market signal garden metal cloud paper orbit stone harbour lantern meadow "
+         "copper violet summit canyon ember glacier willow falcon").split()
+
+
+def shared_prefix_bodies(prefixes: int, prefix_words: int, repeats: int, seed: int) -> list[dict]:
+    """Each of ``prefixes`` long shared prefixes asked ``repeats`` times, in random order."""
+    rng = random.Random(seed)
+    texts = [" ".join(rng.choice(WORDS) for _ in range(prefix_words)) for _ in range(prefixes)]
+    order = [p for p in range(prefixes) for _ in range(repeats)]
+    rng.shuffle(order)
+    return [chat_body(MODEL, f"{texts[p]}\nQuestion {i}: name one word above.", 16) for i, p in enumerate(order)]
+
+
+def engine_totals(url: str) -> dict[str, float]:
+    """The engines' prefix-cache counters and the routing decisions, summed over replicas."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.startswith("serveout_engine_prefix_cache_") or s.name == "serveout_routing_decisions_total":
+                key = s.name if "decision" not in s.labels else f"decision:{s.labels['decision']}"
+                totals[key] = totals.get(key, 0.0) + s.value
+    return totals
 BLOCK = 128
 console = Console() if sys.stdout.isatty() else Console(width=180)
 
@@ -161,10 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--kv-cache-gib", type=float, default=0.5)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "routing_oracle_real.json")
-    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    if os.geteuid() == 0 and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("benchmarks.routing_oracle", ["--real", *argv]))
+    loopback_if_root("benchmarks.routing_oracle_real")
     tokenizer = load_tokenizer(default_tokenizer_path(MODEL))
     kv_tokens = replica_setup(SimulationConfig(hardware="cpu", model=MODEL, engine=EngineSettings(
         kv_cache_space_gib=args.kv_cache_gib))).kv_tokens
@@ -186,3 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "kv_tokens": kv_tokens,
                                     "runs": results}, indent=2))
     console.print(f"figures written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
 import threading
@@ -32,15 +31,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.streaming_client import chat_body, run_bodies
-from serving.config.loading import build_stack_config
-from serving.config.model_spec import ModelCatalog
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.model import MODEL, stack_config
+from benchmarks.common.streaming_client import chat_body, run_bodies
 from serving.local_cluster import ClusterOptions, LocalCluster
-from serving.model_store import ModelStore
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL = "smollm2-135m-instruct"
 WORDS = ("river market signal garden metal cloud paper orbit stone harbour lantern meadow "
          "copper violet summit canyon ember glacier willow falcon").split()
 console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -68,12 +64,10 @@ def engine_totals(url: str) -> dict[str, float]:
 
 def measure_policy(cluster: LocalCluster, policy: str, gateways: int, bodies: list[dict],
                    args: argparse.Namespace) -> dict:
-    catalog = ModelCatalog(REPO / "models")
-    config = build_stack_config(
+    config = stack_config(
         {"replicas": {"num_replicas": 2}, "engine": {"kv_cache_space_gib": args.kv_cache_gib},
          "routing": {"policy": policy, "imbalance_threshold": args.imbalance_threshold},
-         "gateway": {"replicas": gateways}},
-        catalog=catalog, resolve_path=ModelStore(catalog).require)
+         "gateway": {"replicas": gateways}})
     concurrency = args.concurrency
     label = f"{policy}, {gateways} gateway(s)"
     with console.status(f"deploying with {label}") as status:
@@ -94,12 +88,10 @@ def measure_policy(cluster: LocalCluster, policy: str, gateways: int, bodies: li
 
 
 def measure_autoscaling(cluster: LocalCluster) -> dict:
-    catalog = ModelCatalog(REPO / "models")
-    config = build_stack_config(
+    config = stack_config(
         {"autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 2, "target_queue_per_replica": 4,
                          "upscale_delay_s": 2, "downscale_delay_s": 10, "look_back_period_s": 3,
-                         "metrics_interval_s": 0.5}},
-        catalog=catalog, resolve_path=ModelStore(catalog).require)
+                         "metrics_interval_s": 0.5}})
     with console.status("deploying with autoscaling 1..2"):
         url = cluster.deploy(config)
 
@@ -154,8 +146,7 @@ def main() -> None:
     parser.add_argument("--skip-autoscaling", action="store_true")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "routing_policies.json")
     args = parser.parse_args()
-    if os.geteuid() == 0 and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("benchmarks.routing_policies", sys.argv[1:]))
+    loopback_if_root("benchmarks.routing_policies")
     bodies = shared_prefix_bodies(args.prefixes, args.prefix_words, args.repeats, seed=7)
     results = []
     with LocalCluster(ClusterOptions()) as cluster:

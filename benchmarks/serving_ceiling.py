@@ -22,7 +22,7 @@ process, every frame by ``json.dumps``, the same token schedule): the reference 
 issue's goal is set against (the stack's CPU per token <= 2x it).
 
 ``--against vllm-api-server`` then runs the same client at the same concurrency
-against vLLM's own OpenAI server (``benchmarks.bare_vllm``) with the real default
+against vLLM's own OpenAI server (``benchmarks.common.references``) with the real default
 model (vLLM has no null engine), and reports the CPU µs per token of its API-server
 process against its EngineCore process: what vLLM's own HTTP front end costs per token
 on this box, beside serveout's. The model bounds that run's tok/s, so only its per-token
@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -58,15 +57,15 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.bare_vllm import MODEL, bare_vllm_server
-from benchmarks.serving_overhead import PROMPT
-from benchmarks.streaming_client import chat_body, stream_one
+from benchmarks.common.cpu import cpu_s, machine_busy_s, percent_of_cores
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.model import MODEL, stack_config
+from benchmarks.common.references import bare_vllm_server
+from benchmarks.common.servers import running
+from benchmarks.common.streaming_client import PROMPT, chat_body, stream_one
 from loadtest.analysis.stats import percentile
-from serving.config.loading import build_stack_config
-from serving.config.model_spec import ModelCatalog
 from serving.local_cluster import ClusterOptions, LocalCluster
-from serving.model_store import ModelStore
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
+from serving.netns import python_argv
 
 REPO = Path(__file__).resolve().parents[1]
 APP = "serveout"
@@ -178,22 +177,6 @@ def find_roles(roles: dict[str, Matcher]) -> dict[str, list[psutil.Process]]:
     return found
 
 
-def cpu_seconds(processes: list[psutil.Process]) -> float:
-    total = 0.0
-    for process in processes:
-        try:
-            times = process.cpu_times()
-            total += times.user + times.system
-        except psutil.Error:
-            pass  # gone during the window: its CPU is lost, not invented
-    return total
-
-
-def machine_busy_s() -> float:
-    times = psutil.cpu_times()
-    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
-
-
 def measure(url: str, target: Target, concurrency: int, duration_s: float, output_tokens: int) -> dict:
     """One timed window of the client at ``concurrency``, with every role's CPU."""
     argv = ["client", url, str(concurrency), str(duration_s), str(output_tokens)]
@@ -210,12 +193,12 @@ def measure(url: str, target: Target, concurrency: int, duration_s: float, outpu
         line = client.stdout.readline()
         if line.strip() != "start":
             raise RuntimeError(f"the client did not start (said {line!r})")
-        before = {role: cpu_seconds(ps) for role, ps in found.items()}
+        before = {role: cpu_s(ps) for role, ps in found.items()}
         busy0, t0 = machine_busy_s(), time.monotonic()
         line = client.stdout.readline()
-        after = {role: cpu_seconds(ps) for role, ps in found.items()}
+        after = {role: cpu_s(ps) for role, ps in found.items()}
         window = time.monotonic() - t0
-        busy = (machine_busy_s() - busy0) / window / (os.cpu_count() or 1) * 100
+        busy = percent_of_cores(machine_busy_s() - busy0, window)
         if not line:
             raise RuntimeError(f"the client ended without figures (killed after {duration_s + CLIENT_SLACK_S:.0f} s?)")
         load = LoadFigures(**json.loads(line))
@@ -259,13 +242,12 @@ def figures(run: dict, target: Target) -> dict:
 
 
 def null_engine_runs(args: argparse.Namespace) -> list[dict]:
-    catalog = ModelCatalog(REPO / "models")
     top = max(args.concurrency)
-    config = build_stack_config({
+    config = stack_config({
         "engine_backend": {"kind": "null", "tokens_per_s": args.tokens_per_s, "ttft_s": args.ttft_ms / 1000},
         "engine": {"max_num_seqs": top, "stream_interval": args.stream_interval},
         "gateway": {"port": args.port, "max_in_flight": max(256, 2 * top), "mode": args.gateway_mode},
-    }, catalog=catalog, resolve_path=ModelStore(catalog).require)
+    })
     target = DIRECT if config.gateway.direct else SEPARATE
     runs = []
     with LocalCluster(ClusterOptions(http_port=args.port)) as cluster:
@@ -282,28 +264,15 @@ def minimal_runs(args: argparse.Namespace) -> list[dict]:
     """The same client against ``benchmarks.minimal_sse_server`` (same token schedule)."""
     port = args.port + 200
     argv = ["--port", str(port), "--tokens-per-s", str(args.tokens_per_s), "--ttft-ms", str(args.ttft_ms)]
-    server = subprocess.Popen(python_argv("benchmarks.minimal_sse_server", argv), cwd=REPO)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise RuntimeError("the minimal SSE server did not start")
-            time.sleep(0.2)
+    with running(python_argv("benchmarks.minimal_sse_server", argv), url, name="the minimal SSE server", log=None,
+                 timeout_s=60):
         runs = []
         for c in args.concurrency:
             with console.status(f"minimal SSE server: {c} streams for {args.duration:g} s"):
                 run = measure(url, MINIMAL, c, args.duration, args.output_tokens)
             runs.append(run | figures(run, MINIMAL))
         return runs
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def vllm_runs(args: argparse.Namespace) -> list[dict]:
@@ -389,8 +358,7 @@ def main() -> None:
     parser.add_argument("--vllm-output-tokens", type=int, default=64, help="tokens per request (vLLM)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "serving_ceiling.json")
     args = parser.parse_args()
-    if os.geteuid() == 0 and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("benchmarks.serving_ceiling", sys.argv[1:]))
+    loopback_if_root("benchmarks.serving_ceiling")
     results = {"settings": {k: v for k, v in vars(args).items() if k != "out"}, "cores": psutil.cpu_count()}
     results["null_engine"] = null_engine_runs(args)
     console.print(table(f"serveout on the null engine (gateway {args.gateway_mode}, 1 null replica, "

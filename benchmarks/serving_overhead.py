@@ -33,19 +33,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.bare_vllm import MODEL, bare_vllm_server
-from benchmarks.ray_serve_llm import ensure_installed, ray_serve_llm_server
-from benchmarks.streaming_client import RunFigures, run, trivial_latency_ms
-from serving.config.loading import build_stack_config
-from serving.config.model_spec import ModelCatalog
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.model import MODEL, stack_config
+from benchmarks.common.references import bare_vllm_server, ensure_ray_llm_installed, ray_serve_llm_server
+from benchmarks.common.streaming_client import PROMPT, RunFigures, run, trivial_latency_ms
 from serving.local_cluster import ClusterOptions, LocalCluster
-from serving.model_store import ModelStore
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
 
 REPO = Path(__file__).resolve().parents[1]
-PROMPT = ("Summarise in one paragraph why serving large language models on many replicas "
-          "needs careful routing, admission control and autoscaling, and what goes wrong "
-          "without them.")
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
@@ -105,14 +99,12 @@ def presence_table(alone: dict, beside: dict) -> Table:
 def serveout_stack(port: int, modes: list[str], stream_intervals: list[int]) -> list[dict]:
     """serveout measured once per gateway mode and engine ``stream_interval`` (1 = a
     chunk per token)."""
-    catalog = ModelCatalog(REPO / "models")
     results = []
     with LocalCluster(ClusterOptions(http_port=port)) as cluster:
         for mode in modes:
             for interval in stream_intervals:
-                config = build_stack_config(
-                    {"gateway": {"port": port, "mode": mode}, "engine": {"stream_interval": interval}},
-                    catalog=catalog, resolve_path=ModelStore(catalog).require)
+                config = stack_config({"gateway": {"port": port, "mode": mode},
+                                       "engine": {"stream_interval": interval}})
                 with console.status(f"serveout ({mode}) starting") as status:
                     url = cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
                 with console.status(f"measuring serveout ({mode}, stream_interval {interval})"):
@@ -169,9 +161,8 @@ def main() -> None:
     args = parser.parse_args()
     extra_env = dict(item.split("=", 1) for item in args.serve_env.split(",") if item)
     if args.against_ray_llm:
-        ensure_installed()  # from the package index: before the network namespace
-    if os.geteuid() == 0 and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("benchmarks.serving_overhead", sys.argv[1:]))
+        ensure_ray_llm_installed()  # from the package index: before the network namespace
+    loopback_if_root("benchmarks.serving_overhead")
     bare = bare_vllm(8100)
     os.environ.update(extra_env)  # before this process starts Ray: every Ray process inherits it
     beside = None if args.no_floor else bare_vllm_beside_ray(8100, 8000)

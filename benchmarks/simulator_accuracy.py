@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -42,24 +41,23 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.model import MODEL, catalog, model_path, stack_config
 from loadtest.analysis.summary import StageSummary
 from loadtest.cli import build_parser, config_from_args
 from loadtest.config import LoadTestConfig
 from loadtest.run.orchestrator import RunOptions, run_load_test
-from serving.config.loading import build_stack_config
 from serving.config.model_spec import ModelCatalog
 from serving.config.stack import RoutingSpec
 from serving.local_cluster import ClusterOptions, LocalCluster
-from serving.model_store import ModelStore
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
 from serving.routing import parse_policy_name
 from simulator.calibration import fit_profile, load_step_times, write_profile
 from simulator.config import SimulationConfig
 from simulator.hardware import Figure, HardwareProfile, load_hardware
+from simulator.machine import cpu_model
 from simulator.simulate import simulate
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL = "smollm2-135m-instruct"
 RESULTS = REPO / "results"
 FIT_ROUNDS = 6  # coordinate-wise updates of the in-stack constants; six rounds settle them
 LOGNORMAL_P95_Z = 1.645  # a lognormal's p95 / p50 is exp(1.645 sigma)
@@ -285,8 +283,7 @@ def mean_abs_errors(rows: list[dict]) -> dict[str, float | None]:
     return out
 
 
-def measure_cases(cases: list[Case], args: argparse.Namespace, catalog: ModelCatalog,
-                  model_path: Path) -> dict[str, Figures]:
+def measure_cases(cases: list[Case], args: argparse.Namespace, model_path: Path) -> dict[str, Figures]:
     """Each case's figures on the real stack (deployments reused between consecutive
     cases that share one)."""
     out: dict[str, Figures] = {}
@@ -296,7 +293,7 @@ def measure_cases(cases: list[Case], args: argparse.Namespace, catalog: ModelCat
             if case.deployment != deployed:
                 overrides = {"gateway": {"port": args.port}, "replicas": {"num_replicas": case.replicas},
                              "routing": {"policy": case.routing}}
-                config = build_stack_config(overrides, catalog=catalog, resolve_path=ModelStore(catalog).require)
+                config = stack_config(overrides)
                 with console.status(f"deploying {case.replicas} replica(s), {case.routing}") as status:
                     url = cluster.deploy(config, on_progress=lambda s: status.update(f"deploying: {s}"))
                 deployed = case.deployment
@@ -322,14 +319,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--out", type=Path, default=RESULTS / "simulator_accuracy.json")
     args = parser.parse_args()
-    if os.geteuid() == 0 and not in_loopback_netns() and args.measured is None:
-        reexec_in_loopback_netns(python_argv("benchmarks.simulator_accuracy", sys.argv[1:]))
+    if args.measured is None:
+        loopback_if_root("benchmarks.simulator_accuracy")
     wanted = set(args.cases.split(",")) if args.cases else None
     cases = [c for c in CASES if c.fit or wanted is None or c.name in wanted]
-    catalog = ModelCatalog(REPO / "models")
-    model_path = ModelStore(catalog).require(MODEL)
+    weights = model_path()
     step_times = step_times_file(args.step_times)
-    profile = fitted_step_profile(step_times, catalog)
+    profile = fitted_step_profile(step_times, catalog())
     if args.measured:
         real = previously_measured(args.measured)
         if missing := [c.name for c in cases if c.fit and c.name not in real]:
@@ -337,11 +333,11 @@ def main() -> None:
         cases = [c for c in cases if c.name in real]
     else:
         console.print("[bold]2/3[/] real stack runs")
-        real = measure_cases(cases, args, catalog, model_path)
+        real = measure_cases(cases, args, weights)
 
     console.print("[bold]3/3[/] the same load tests simulated")
     profile_path = RESULTS / "cpu-fitted.yaml"
-    config_of = {c.name: loadtest_config(c, "http://simulated.invalid", model_path, args.duration, args.warmup)
+    config_of = {c.name: loadtest_config(c, "http://simulated.invalid", weights, args.duration, args.warmup)
                  for c in cases}
     fits = {c.fit: FitRun(c, config_of[c.name], real[c.name]) for c in cases if c.fit}
     profile = fitted_stack_profile(profile, fits, profile_path)
@@ -356,12 +352,6 @@ def main() -> None:
                                     "duration_s": args.duration, "cases": rows, "mean_abs_error_pct": errors},
                                    indent=2))
     console.print(f"figures written to {args.out}; fitted profile {profile_path}")
-
-
-def cpu_model() -> str:
-    from benchmarks.dtype_choice import cpu_model as read
-
-    return read()
 
 
 if __name__ == "__main__":

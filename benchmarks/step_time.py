@@ -19,7 +19,6 @@ import dataclasses
 import json
 import math
 import os
-import random
 import signal
 import sys
 import time
@@ -31,14 +30,14 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.dtype_choice import cpu_model
+from benchmarks.common.engine import Driver, Limits, in_process_engine, prepare_process
+from benchmarks.common.model import MODEL
 from serving.config.loading import build_stack_config
-from serving.config.model_spec import AcceleratorKind, Dtype, ModelCatalog, ModelSpec
+from serving.config.model_spec import Dtype, ModelCatalog, ModelSpec
 from serving.config.stack import StackConfig
-from serving.engine.cpu_binding import plan_binding
-from serving.engine.placement import engine_runtime_env
 from serving.errors import ConfigError
 from serving.model_store import ModelStore, models_dir
+from simulator.machine import cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = 1
@@ -83,16 +82,6 @@ def composition(scheduler_output, prompt_lens: Mapping[str, int]) -> Composition
     decoding = [r for r, n in scheduled.items() if n == 1 and computed[r] >= lens[r]]
     return Composition(sum(scheduled.values()) - len(decoding), len(decoding),
                        sum(computed[r] for r in scheduled), len(scheduled))
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The engine's resolved limits the grid must respect."""
-
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
-    kv_tokens: int  # KV cache capacity in tokens
 
 
 @dataclass(frozen=True)
@@ -243,106 +232,40 @@ class StepRecorder:
         scheduler.schedule, scheduler.update_from_output = timed_schedule, timed_update
 
 
-class Driver:
-    """Feeds one ``LLMEngine`` the requests of each scenario (random distinct prompts, so
-    no cache hits) and steps it."""
-
-    def __init__(self, engine, limits: Limits, seed: int = 0) -> None:
-        self.engine, self.limits, self._rng = engine, limits, random.Random(seed)
-        self._tokens = (256, max(257, int(engine.model_config.get_vocab_size() * 0.9)))  # no special tokens
-        self._count = self.steps = 0
-        self.started: set[str] = set()  # requests with a first token: prompt done
-        self.finished: set[str] = set()
-
-    def add(self, prompt_len: int, max_tokens: int) -> str:
-        from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind, SamplingParams
-
-        self._count += 1
-        params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=1.0, detokenize=False,
-                                output_kind=RequestOutputKind.DELTA)
-        ids = [self._rng.randrange(*self._tokens) for _ in range(prompt_len)]
-        self.engine.add_request(f"r{self._count}", TokensPrompt(prompt_token_ids=ids), params)
-        return f"r{self._count}"
-
-    def step_until(self, done) -> None:
-        while not done():
-            self.steps += 1
-            for out in self.engine.step():
-                if any(o.token_ids for o in out.outputs):
-                    self.started.add(out.request_id)
-                if out.finished:
-                    self.finished.add(out.request_id)
-
-    def run(self, s: Scenario) -> None:
-        chunk = self.limits.max_num_batched_tokens
-        injected = s.repeats * sum(1 + math.ceil(s.prompts * n / chunk) for n in s.prompt_lens)
-        max_tokens = min(s.decode_steps + injected + 8, self.limits.max_model_len - s.context)
-        background = [self.add(s.context, max_tokens) for _ in range(s.batch)]
-        self.step_until(lambda: self.started.issuperset(background))
-        until = self.steps + s.decode_steps
-        self.step_until(lambda: self.steps >= until)
-        for _ in range(s.repeats):
-            for n in s.prompt_lens:
-                ids = [self.add(n, 1) for _ in range(s.prompts)]
-                self.step_until(lambda: self.finished.issuperset(ids))
-        self.engine.abort_request([r for r in background if r not in self.finished])
-        self.step_until(lambda: not self.engine.has_unfinished_requests())
-
-
-def prepare_process(config: StackConfig, module: str = "benchmarks.step_time") -> None:
-    """This process's environment before vLLM loads: an in-process engine core, offline,
-    and on a CPU serving's OMP core binding and intel-openmp preload (by a re-exec of
-    ``python -m module`` with the same arguments)."""
-    spec, env = config.model, {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1"}
-    if spec.accelerator is AcceleratorKind.CPU:
-        cores, tp = sorted(os.sched_getaffinity(0)), spec.tensor_parallel_size
-        binding = plan_binding(local_rank=0, tensor_parallel_size=tp, cores_per_rank=max(1, len(cores) // tp),
-                               node_cores=cores)
-        env["VLLM_CPU_OMP_THREADS_BIND"] = binding.omp_threads_bind()
-    for key, value in env.items():
-        os.environ.setdefault(key, value)
-    runtime = engine_runtime_env(config)["env_vars"]
-    preload = runtime.pop("LD_PRELOAD", None)
-    os.environ.update(runtime)
-    if preload and preload not in os.environ.get("LD_PRELOAD", ""):
-        os.environ["LD_PRELOAD"] = ":".join(filter(None, [preload, os.environ.get("LD_PRELOAD")]))
-        os.execv(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]])
+def run_scenario(driver: Driver, s: Scenario) -> None:
+    """Drive one scenario to its end: the background batch decodes, the prompts arrive."""
+    chunk = driver.limits.max_num_batched_tokens
+    injected = s.repeats * sum(1 + math.ceil(s.prompts * n / chunk) for n in s.prompt_lens)
+    max_tokens = min(s.decode_steps + injected + 8, driver.limits.max_model_len - s.context)
+    background = [driver.add(s.context, max_tokens) for _ in range(s.batch)]
+    driver.step_until(lambda: driver.started.issuperset(background))
+    until = driver.steps + s.decode_steps
+    driver.step_until(lambda: driver.steps >= until)
+    for _ in range(s.repeats):
+        for n in s.prompt_lens:
+            ids = [driver.add(n, 1) for _ in range(s.prompts)]
+            driver.step_until(lambda: driver.finished.issuperset(ids))
+    driver.engine.abort_request([r for r in background if r not in driver.finished])
+    driver.step_until(lambda: not driver.engine.has_unfinished_requests())
 
 
 def measure(config: StackConfig, *, quick: bool) -> tuple:
     """Start the engine, warm up, run the grid, stop the engine; returns vLLM's resolved
     config, the engine's limits, its warm-up prefill rate and the steps."""
-    from vllm.v1.engine.llm_engine import LLMEngine
-
-    from serving.engine.vllm_engine import engine_args
-
-    args = dataclasses.replace(engine_args(config.model, config.model_path, config.engine_settings),
-                               distributed_executor_backend="mp", async_scheduling=False)
-    try:
-        vllm_config = args.create_engine_config()
-    except ValueError as exc:  # e.g. attention heads not divisible by the tensor-parallel size
-        raise ConfigError(f"vLLM refused the engine settings: {exc}".splitlines()[0]) from exc
-    engine = LLMEngine.from_vllm_config(vllm_config, disable_log_stats=True)
-    try:
-        c = engine.vllm_config
-        limits = Limits(c.scheduler_config.max_num_seqs, c.scheduler_config.max_num_batched_tokens,
-                        c.model_config.max_model_len, c.cache_config.num_gpu_blocks * c.cache_config.block_size)
+    with in_process_engine(config) as (engine, limits):
         recorder, driver = StepRecorder(engine.engine_core.engine_core.scheduler), Driver(engine, limits)
         with console.status("warming up"):
             for s in warmup_scenarios(limits):
-                driver.run(s)
+                run_scenario(driver, s)
         rate, recorder.steps = prefill_rate(recorder.steps), []
         scenarios, started = grid(limits, quick=quick, prefill_tok_s=rate), time.monotonic()
         console.print(f"warm-up: prefill at {rate or 0:.0f} tokens/s; {len(scenarios)} scenarios")
         for i, s in enumerate(scenarios, 1):
             with console.status(f"[{i}/{len(scenarios)}] {s.label()}"):
-                driver.run(s)
+                run_scenario(driver, s)
             console.print(f"[{i}/{len(scenarios)}] {s.label()}: {len(recorder.steps)} steps, "
                           f"{time.monotonic() - started:.0f} s")
-        return c, limits, rate, recorder.steps
-    finally:
-        engine.engine_core.shutdown()
+        return engine.vllm_config, limits, rate, recorder.steps
 
 
 def resolve(args: argparse.Namespace) -> StackConfig:
@@ -363,7 +286,7 @@ def resolve(args: argparse.Namespace) -> StackConfig:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="smollm2-135m-instruct", help="a model spec in models/")
+    parser.add_argument("--model", default=MODEL, help="a model spec in models/")
     parser.add_argument("--model-path", type=Path, help="weights folder (default: the model store's)")
     parser.add_argument("--tensor-parallel", type=int, help="default: the model spec's")
     parser.add_argument("--dtype", choices=[d.value for d in Dtype], help="default: the model spec's")
@@ -380,7 +303,7 @@ def main() -> int:
     started, load = time.monotonic(), os.getloadavg()[0]
     try:
         config = resolve(args)
-        prepare_process(config)
+        prepare_process(config, "benchmarks.step_time")
         vllm_config, limits, rate, steps = measure(config, quick=args.quick)
     except ConfigError as exc:
         print(f"step_time: {exc}", file=sys.stderr)

@@ -21,11 +21,11 @@ import json
 import sys
 from pathlib import Path
 
+from benchmarks.common.model import MODEL as DEFAULT_MODEL
 from loadtest.errors import LoadTestError
 from loadtest.workloads.text_density import TextDensity, language_densities, set_densities
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 
-DEFAULT_MODEL = "smollm2-135m-instruct"
 BASE_LANGUAGE = "en"
 
 

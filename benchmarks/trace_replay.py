@@ -22,43 +22,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import socket
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.timed_server import start_in_child
-from benchmarks.wake_probe import WakeProbe
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.servers import free_port, stop
+from benchmarks.common.timed_server import start_in_child
+from benchmarks.common.wake_probe import WakeProbe
 from loadtest import RunOptions, parse_profile, run_load_test
 from loadtest.analysis.records import read_records
 from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
 from loadtest.generator.workers import plan_part, plan_shares
 from loadtest.workloads import WorkloadContext
 from loadtest.workloads.tokenizer import load_tokenizer
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
+from simulator.machine import cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "loadtest" / "data" / "traces" / "mooncake-conversation-400.jsonl"
 TOKENIZER = REPO / "tests" / "fixtures" / "tiny-tokenizer"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1e3:.1f}"
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.machine()
 
 
 def plan_sizes(config: LoadTestConfig, workers: int) -> str:
@@ -90,8 +77,7 @@ def main() -> int:
     parser.add_argument("--itl", type=float, default=0.005, help="short: 400 answers of ~400 tokens in 141 s")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "trace_replay")
     args = parser.parse_args()
-    if os.geteuid() == 0 and not in_loopback_netns():
-        reexec_in_loopback_netns(python_argv("benchmarks.trace_replay", sys.argv[1:]))
+    loopback_if_root("benchmarks.trace_replay")
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"{cpu_model()}, {os.cpu_count()} cores; this process at nice {os.nice(0)}")
     server, url = start_in_child(port=free_port(), ttft_s=args.ttft, itl_s=args.itl, model="timed",
@@ -129,8 +115,7 @@ def main() -> int:
                                                                           "generator"}))  # fmt: skip
             results[workers]["wake_probe"] = vars(probe.figures)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nfigures written to {args.out / 'results.json'}")
     return 0

@@ -23,9 +23,11 @@ Stopping a replica (scale-down, redeploy, ``serve.delete``): it leaves routing, 
 waits until its requests have finished, then calls its ``__del__``, and kills it
 ``graceful_shutdown_timeout_s`` after the stop began in any case (Ray 2.60:
 ``serve/_private/replica.py`` ``Replica._perform_graceful_shutdown``,
-``deployment_state.py`` ``DeploymentReplica.stop`` / ``check_stopped``). An engine
-replica gets ``drain.timeout_s``; the gateway gets more than its longest request, so
-it is never killed with one in flight (docs/serving.md, "Shutdown and scale-down").
+``deployment_state.py`` ``DeploymentReplica.stop`` / ``check_stopped``). A replica
+that holds client connections (the direct mode's engine replica, the separate gateway)
+gets more than its longest request, so it is never killed with one in flight; an
+engine replica behind separate gateways gets ``drain.timeout_s`` (docs/serving.md,
+"Shutdown and scale-down").
 """
 
 from __future__ import annotations
@@ -86,6 +88,21 @@ def engine_version(config: StackConfig) -> str:
     return hashlib.sha256(built_from.encode()).hexdigest()[:16]
 
 
+def gateway_stop_budget_s(config: StackConfig) -> float:
+    """How long Serve lets a stopping replica that holds client connections run: past
+    its longest request (each ends by its deadline), so it is never killed with one in
+    flight."""
+    return max(config.gateway.request_timeout_s, config.drain.timeout_s) + GATEWAY_STOP_GRACE_S
+
+
+def engine_stop_budget_s(config: StackConfig) -> float:
+    """How long Serve lets a stopping engine replica run before it kills it. The direct
+    mode's replica is its requests' gateway (a kill would cut their connections with no
+    word to the client): :func:`gateway_stop_budget_s`. Behind separate gateways it gets
+    ``drain.timeout_s``; the gateway then ends the requests it cut with an error."""
+    return gateway_stop_budget_s(config) if config.gateway.mode == "direct" else config.drain.timeout_s
+
+
 def engine_deployment_options(config: StackConfig) -> dict:
     bundles = placement_bundles(config)
     options = dict(
@@ -99,9 +116,7 @@ def engine_deployment_options(config: StackConfig) -> dict:
         ),
         health_check_period_s=10,
         health_check_timeout_s=60,
-        # In-flight requests finish within this, then the engine shuts down; Serve kills
-        # the replica at the deadline and the gateway reports the cut requests.
-        graceful_shutdown_timeout_s=config.drain.timeout_s,
+        graceful_shutdown_timeout_s=engine_stop_budget_s(config),
         graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
         # An engine that fails to start (bad model, TP not dividing the heads, out of
         # memory) rarely succeeds on retry; fail the deploy fast with vLLM's error.
@@ -127,8 +142,7 @@ def gateway_deployment_options(config: StackConfig) -> dict:
         max_queued_requests=max(1024, 8 * limit),
         # Every request ends by its deadline (504) and the engines' drain ends theirs, so
         # a gateway Serve stops is never killed with a request in flight.
-        graceful_shutdown_timeout_s=(
-            max(config.gateway.request_timeout_s, config.drain.timeout_s) + GATEWAY_STOP_GRACE_S),
+        graceful_shutdown_timeout_s=gateway_stop_budget_s(config),
         graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
         ray_actor_options={"num_cpus": 0, "resources": dict(gateway.ray_resources),
                            "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1"}}},

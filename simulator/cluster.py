@@ -27,8 +27,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from loadtest.analysis.arrivals import schedule
+from loadtest.analysis.arrivals import stage_arrivals
 from loadtest.analysis.records import ErrorKind
+from loadtest.client.openai_api import MAX_RETRY_AFTER_S
 from loadtest.config import LoadTestConfig
 from loadtest.profiles import OpenLoad, StagePlan
 from serving.errors import OverloadedError
@@ -46,7 +47,6 @@ from simulator.token_gaps import TokenGaps
 from simulator.traffic import StageTraffic
 
 TURN, ARRIVAL, STEP, TICK, READY, ANSWERED = range(6)  # ANSWERED: the client has read an answer's end
-MAX_RETRY_AFTER_S = 10.0  # as the Locust user
 
 
 def run_sync(coroutine):
@@ -126,10 +126,8 @@ class ClusterSim:
         self.open = isinstance(load, OpenLoad)
         self.duration = config.duration_s
         if self.open:
-            self.arrivals = load.follow_curve(
-                schedule(start_rate=load.start_rate, end_rate=load.end_rate, burstiness=load.burstiness,
-                         seed=config.seed + 1000 * plan.index, duration_s=config.duration_s,
-                         count=config.max_requests), config.duration_s)
+            self.arrivals = stage_arrivals(load, seed=plan.seed(config.seed), duration_s=config.duration_s,
+                                           count=config.max_requests)
             self.free_users = list(range(load.max_concurrency - 1, -1, -1))
             self.waiting_arrivals: deque[float] = deque()
         self.limit = config.stage_time_limit_s
@@ -220,6 +218,10 @@ class ClusterSim:
         out_len = self.traffic.sessions[session].max_tokens[turn]
         flight = Flight(self.issued, user, session, turn, scheduled, self.now, prompt, out_len)
         self.issued += 1
+        # As in the direct mode (the default): the router plans a request (its context
+        # check included) before the replica admits it. (The separate mode's gateway
+        # admits first; a refusal is a 400 either way, only the order of two refusals
+        # of one request differs.)
         if len(prompt) + out_len > self.setup.spec.max_model_len:
             return self._fail(flight, 400, ErrorKind.HTTP_4XX, "prompt + max_tokens exceed max_model_len")
         try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from serving.config.model_spec import EngineSettings, ModelCatalog, ModelSpec
+from serving.config.stack import max_ongoing_per_replica
 from serving.errors import ConfigError as ServingConfigError
 from simulator.config import SimulationConfig
 from simulator.errors import SimulationConfigError
@@ -92,6 +93,6 @@ def replica_setup(sim: SimulationConfig) -> ReplicaSetup:
     return ReplicaSetup(
         spec=spec, hardware=hardware, engine=engine, tensor_parallel=tp, step_model=step_model,
         num_blocks=kv_blocks(spec, hardware, engine, step_model, block_size), block_size=block_size,
-        max_num_batched_tokens=batched, max_ongoing=sim.max_ongoing_requests or engine.max_num_seqs,
+        max_num_batched_tokens=batched, max_ongoing=max_ongoing_per_replica(sim.max_ongoing_requests, engine.max_num_seqs),
         replica_start_s=hardware.replica_start_s.value if sim.replica_start_s is None else sim.replica_start_s,
     )

@@ -177,7 +177,7 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
     while (plan := config.profile.next_stage(history)) is not None:
         traffic = stage_traffic(config, plan, load_tokenizer, cache=traffic_cache)
         tick = (lambda t, plan=plan: progress(plan, t)) if progress is not None else None
-        run = cluster(setup, sim, config, plan, traffic, seed=config.seed + 1000 * plan.index,
+        run = cluster(setup, sim, config, plan, traffic, seed=plan.seed(config.seed),
                          progress=tick).run()
         stage_records = records_of(run, plan.index, traffic, started + offset, config.target.exact_output)
         stage_records_list.append(stage_records)

@@ -191,7 +191,7 @@ def stage_traffic(config: LoadTestConfig, plan: StagePlan, tokenizer_loader: Cal
     synthetic workloads drawn straight as ids (:mod:`simulator.synthetic_ids`), others
     built as text and tokenised; with ``cache``, a plan already built for the same
     workload, seed, pool size, endpoint and tokenizer is reused."""
-    ctx = WorkloadContext(seed=config.seed + 1000 * plan.index, chat=config.target.endpoint is Endpoint.CHAT,
+    ctx = WorkloadContext(seed=plan.seed(config.seed), chat=config.target.endpoint is Endpoint.CHAT,
                           tokenizer_loader=tokenizer_loader)
     count = pool_size(config, plan, config.workload.requests_per_session)
 

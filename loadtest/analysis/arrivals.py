@@ -109,6 +109,14 @@ def schedule(
     return times
 
 
+
+def stage_arrivals(load: OpenLoad, *, seed: int, duration_s: float | None, count: int | None) -> np.ndarray:
+    """An open-loop stage's arrival times: :func:`schedule` at the load's rates, moved
+    onto its rate curve (the generator and the simulator draw a stage from this alone)."""
+    return load.follow_curve(schedule(start_rate=load.start_rate, end_rate=load.end_rate,
+                                      burstiness=load.burstiness, seed=seed, duration_s=duration_s,
+                                      count=count), duration_s)
+
 def slot_waits(records: Sequence[RequestRecord] | RecordColumns) -> int:
     """Arrivals that had to wait for a free client slot.
 

@@ -74,6 +74,11 @@ def classify_status(status: int) -> ErrorKind | None:
     return ErrorKind.HTTP_5XX
 
 
+MAX_RETRY_AFTER_S = 10.0
+"""The longest a closed-loop user pauses on a ``Retry-After`` (the Locust user and the
+simulator's model of it)."""
+
+
 def parse_retry_after(value: str | None) -> float | None:
     """Seconds from a ``Retry-After`` header given in seconds (HTTP dates are ignored)."""
     if value is None:

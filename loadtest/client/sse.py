@@ -187,6 +187,9 @@ def _interpret(body: dict) -> ChunkInfo:
                 value = delta.get(key)
                 if isinstance(value, str):
                     text_parts.append(value)
+            calls = delta.get("tool_calls")
+            if calls:
+                text_parts.extend(_arguments(calls))
         elif isinstance(choice.get("text"), str):
             text_parts.append(choice["text"])
         finish = choice.get("finish_reason") or finish
@@ -196,6 +199,19 @@ def _interpret(body: dict) -> ChunkInfo:
         usage=parse_usage(body.get("usage")),
         finish_reason=finish,
     )
+
+
+def _arguments(calls: object) -> list[str]:
+    """The argument text of streamed tool-call deltas: generated tokens, like content."""
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(arguments, str):
+            out.append(arguments)
+    return out
 
 
 def parse_usage(value: object) -> Usage | None:
@@ -225,7 +241,8 @@ class StreamTimer:
     """Timing state of one streamed response; times are seconds since the request was sent.
 
     TTFT is the arrival of the first chunk with non-empty content (role-only and
-    usage-only chunks do not count); every later content chunk adds one gap.
+    usage-only chunks do not count; a tool call's arguments count as content); every
+    later content chunk adds one gap.
     """
 
     ttft: float | None = None

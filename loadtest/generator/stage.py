@@ -16,7 +16,7 @@ import numpy as np
 from locust.runners import Runner
 from locust.shape import LoadTestShape
 
-from loadtest.analysis.arrivals import schedule
+from loadtest.analysis.arrivals import stage_arrivals
 from loadtest.analysis.records import RequestRecord, record_line
 from loadtest.analysis.stats import percentile
 from loadtest.config import LoadTestConfig
@@ -147,14 +147,8 @@ def stage_load(config: LoadTestConfig, stage: StagePlan) -> tuple[int, float, np
         assert isinstance(config.profile, ReplayProfile)
         return load.max_concurrency, FAST_SPAWN_RATE, config.profile.arrivals()
     if isinstance(load, OpenLoad):
-        arrivals = load.follow_curve(schedule(
-            start_rate=load.start_rate,
-            end_rate=load.end_rate,
-            burstiness=load.burstiness,
-            seed=config.seed + 1000 * stage.index,
-            duration_s=config.duration_s,
-            count=config.max_requests,
-        ), config.duration_s)
+        arrivals = stage_arrivals(load, seed=stage.seed(config.seed), duration_s=config.duration_s,
+                                  count=config.max_requests)
         return load.max_concurrency, FAST_SPAWN_RATE, arrivals
     assert isinstance(load, ClosedLoad)
     spawn_rate = load.users / load.ramp_up_s if load.ramp_up_s > 0 else FAST_SPAWN_RATE
@@ -167,7 +161,7 @@ def run_options(config: LoadTestConfig, stage: StagePlan) -> dict[str, object]:
     return {
         "paired": isinstance(stage.load, ReplayLoad),
         "cancel": None if cancel is None else (cancel.fraction, cancel.after_s),
-        "seed": config.seed + 1000 * stage.index,
+        "seed": stage.seed(config.seed),
     }
 
 

@@ -19,7 +19,7 @@ from geventhttpclient import HTTPClient
 from locust import User, constant, task
 
 from loadtest.analysis.records import ErrorKind, RequestRecord, TokenSource
-from loadtest.client.openai_api import request_body
+from loadtest.client.openai_api import MAX_RETRY_AFTER_S, request_body
 from loadtest.config import TargetConfig
 from loadtest.generator.bodies import FirstBodies, encode
 from loadtest.generator.context import RunContext
@@ -27,7 +27,6 @@ from loadtest.generator.exchange import Addresses, Exchange, perform, pin
 from loadtest.workloads.base import Session, Turn
 
 PARKED_S = 3600.0  # a user with nothing more to send waits this long at a time (the stage's end kills it)
-MAX_RETRY_AFTER_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,6 +104,11 @@ class StagePlan(BaseModel):
             raise ValueError("offered_rate must be > 0")
         return self
 
+    def seed(self, run_seed: int) -> int:
+        """This stage's seed (arrivals, prompts, cancels): the load tester and the
+        simulator draw the same stage from it."""
+        return run_seed + 1000 * self.index
+
 
 class StageOutcome(BaseModel):
     """What a profile learns from a finished stage."""

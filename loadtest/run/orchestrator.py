@@ -176,7 +176,7 @@ def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, optio
     folder.mkdir(parents=True)
     per_session = config.workload.requests_per_session
     ctx = WorkloadContext(
-        seed=config.seed + 1000 * plan.index, chat=config.target.endpoint is Endpoint.CHAT, tokenizer_loader=tokenizer
+        seed=plan.seed(config.seed), chat=config.target.endpoint is Endpoint.CHAT, tokenizer_loader=tokenizer
     )
     workload_plan: WorkloadPlan = config.workload.build(pool_size(config, plan, per_session), ctx)
     job = GeneratorJob(

@@ -10,13 +10,16 @@ from loadtest.registry import Registry
 from loadtest.specs import build_from_spec
 from loadtest.workloads.base import Session, Turn, Workload, WorkloadContext, WorkloadPlan
 from loadtest.workloads.files import BundledPrompts, JsonlWorkload, bundled_sets
+from loadtest.workloads.structured import StructuredWorkload
 from loadtest.workloads.synthetic import MultiTurnWorkload, RandomWorkload, SharedPrefixWorkload
 from loadtest.workloads.trace_prompts import TraceWorkload
 
-WORKLOAD_CLASSES = (RandomWorkload, SharedPrefixWorkload, MultiTurnWorkload, JsonlWorkload, BundledPrompts, TraceWorkload)
+WORKLOAD_CLASSES = (RandomWorkload, SharedPrefixWorkload, MultiTurnWorkload, JsonlWorkload, BundledPrompts,
+                    TraceWorkload, StructuredWorkload)
 
 WorkloadConfig = Annotated[
-    Union[RandomWorkload, SharedPrefixWorkload, MultiTurnWorkload, JsonlWorkload, BundledPrompts, TraceWorkload],
+    Union[RandomWorkload, SharedPrefixWorkload, MultiTurnWorkload, JsonlWorkload, BundledPrompts, TraceWorkload,
+          StructuredWorkload],
     Field(discriminator="kind"),
 ]
 """Any registered workload (a discriminated union on ``kind``)."""
@@ -40,6 +43,7 @@ __all__ = [
     "Session",
     "TraceWorkload",
     "SharedPrefixWorkload",
+    "StructuredWorkload",
     "Turn",
     "Workload",
     "WorkloadConfig",

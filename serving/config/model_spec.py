@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from serving.config.chat_templates import chat_template
 from serving.errors import ConfigError
 
 
@@ -112,6 +113,15 @@ ModelSource = Annotated[
 ]
 
 
+class StructuredOutputSettings(Strict):
+    """The engine's guided decoding (structured outputs, forced tool calls)."""
+
+    backend: Literal["xgrammar", "guidance"] = Field(
+        "xgrammar", description="the grammar library; the gateway refuses schema keywords xgrammar cannot enforce")
+    any_whitespace: bool = Field(
+        False, description="let JSON hold free whitespace (a small model can spend its budget on it)")
+
+
 class EngineSettings(Strict):
     """vLLM engine arguments that matter for capacity and for running on this hardware."""
 
@@ -125,10 +135,33 @@ class EngineSettings(Strict):
     stream_interval: int = Field(
         1, ge=1, description="tokens per streamed chunk; >1 cuts per-chunk overhead, coarser streams"
     )
+    structured_outputs: StructuredOutputSettings = StructuredOutputSettings()
     kv_cache_events: bool = Field(
         False, description="publish vLLM's KV cache events (ZMQ on the node's address) so the cache-aware "
         "router follows what this engine caches"
     )
+
+
+class ToolCallingSpec(Strict):
+    """How a model calls tools: the chat template that renders them, and the parser that
+    reads its calls out of free text (``tool_choice: auto``)."""
+
+    parser: str = Field(description="vLLM's tool-call parser, e.g. hermes, llama3_json")
+    chat_template: str | None = Field(
+        None, description="a bundled template (serving/config/chat_templates.py) used instead of the model's own")
+
+    @field_validator("chat_template")
+    @classmethod
+    def _known_template(cls, name: str | None) -> str | None:
+        if name is not None:
+            try:
+                chat_template(name)
+            except ConfigError as exc:  # a validation error, so the spec file is named
+                raise ValueError(str(exc)) from None
+        return name
+
+    def template_text(self) -> str | None:
+        return chat_template(self.chat_template) if self.chat_template else None
 
 
 class ModelSpec(Strict):
@@ -143,6 +176,8 @@ class ModelSpec(Strict):
     max_model_len: int = Field(ge=16)
     tensor_parallel_size: int = Field(1, ge=1)
     engine: EngineSettings = EngineSettings()
+    tool_calling: ToolCallingSpec | None = Field(
+        None, description="None: requests with tools are refused")
     architecture: ModelArchitecture | None = Field(
         None, description="the model's shape (simulator); a random-init source supplies its own sizes"
     )

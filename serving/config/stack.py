@@ -83,6 +83,12 @@ class AutoscalingSpec(Strict):
         return self
 
 
+def max_ongoing_per_replica(max_ongoing_requests: int | None, max_num_seqs: int) -> int:
+    """Requests one engine replica takes at once: ``max_ongoing_requests``, else the
+    engine's ``max_num_seqs`` (the simulator models a replica with the same rule)."""
+    return max_ongoing_requests or max_num_seqs
+
+
 class ReplicaSpec(Strict):
     """How many engine replicas and what each one reserves."""
 
@@ -311,7 +317,7 @@ class StackConfig(Strict):
 
     @property
     def max_ongoing_per_replica(self) -> int:
-        return self.replicas.max_ongoing_requests or self.engine_settings.max_num_seqs
+        return max_ongoing_per_replica(self.replicas.max_ongoing_requests, self.engine_settings.max_num_seqs)
 
     def engine_replica_config(self) -> EngineReplicaConfig:
         return EngineReplicaConfig(

@@ -9,9 +9,38 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from serving.errors import ReplicaFailedError
+
+
+@dataclass(frozen=True)
+class GuidedDecoding:
+    """Output the engine's grammar constrains (structured outputs): a JSON schema (as
+    JSON text), or any JSON object."""
+
+    json_schema: str | None = None
+    json_object: bool = False
+
+
+@dataclass(frozen=True)
+class ToolCalling:
+    """How the engine reads tool calls out of a choice's text.
+
+    ``auto``: the model family's tool-call parser (named in the model spec) finds them in
+    free text; ``required``: the text is a JSON array of ``{"name", "parameters"}``
+    (forced by :class:`GuidedDecoding`); ``named``: the text is the arguments of
+    ``function``. ``tools_json`` is the request's ``tools`` (OpenAI's shape, as JSON
+    text) for the parser; ``stream`` says whether the client reads the answer as a
+    stream (a whole answer is parsed once, at its end); ``parallel`` False keeps only
+    the first call.
+    """
+
+    mode: Literal["auto", "required", "named"]
+    function: str | None = None
+    tools_json: str = "[]"
+    stream: bool = False
+    parallel: bool = True
 
 
 @dataclass(frozen=True)
@@ -31,6 +60,9 @@ class SamplingSettings:
     top_k: int = -1  # -1 or 0: no top-k cut
     min_p: float = 0.0
     min_tokens: int = 0
+    logprobs: int | None = None  # top alternatives per token (0: the chosen token's only); None: none
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias) pairs
+    guided: GuidedDecoding | None = None
 
 
 @dataclass(frozen=True)
@@ -43,16 +75,41 @@ class GenerationRequest:
     session_id: str | None = None
     deadline_s: float | None = None  # absolute time.time() after which the engine aborts it
     trace_id: str | None = None  # the HTTP request's X-Request-Id, for log lines
+    tool_calling: ToolCalling | None = None
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of one tool call: the first piece of a call carries its ``id`` and
+    ``name``, later ones more of its ``arguments`` (JSON text, in pieces)."""
+
+    index: int  # the call's position in the choice
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token's log probability, and its top alternatives."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
 class GenerationDelta:
-    """A piece of one choice's output. The last delta of a choice has ``finish_reason``."""
+    """A piece of one choice's output. The last delta of a choice has ``finish_reason``.
+    ``text`` is content; tool calls the engine read out of the text come as
+    ``tool_calls`` instead (requests with :class:`ToolCalling`)."""
 
     index: int
     text: str
     num_tokens: int
     finish_reason: str | None = None
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)

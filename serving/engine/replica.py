@@ -72,7 +72,9 @@ class EngineReplica:
         os.environ.setdefault("VLLM_HOST_IP", ray.util.get_node_ip_address())
         from serving.engine.vllm_engine import VllmEngine, engine_args
 
-        return VllmEngine(engine_args(config.model, config.model_path, config.engine), self.replica_id)
+        tools = config.model.tool_calling
+        return VllmEngine(engine_args(config.model, config.model_path, config.engine), self.replica_id,
+                          tool_parser=tools.parser if tools else None)
 
     def _bind(self, binding: CpuBinding) -> None:
         apply_binding(binding)
@@ -114,11 +116,12 @@ class EngineReplica:
             self._leave()
             raise
 
-    async def pids(self) -> dict[str, int | list[int] | bool]:
+    async def pids(self) -> dict[str, str | int | list[int] | bool]:
         """This replica's process id, its engine core processes' and whether its engine
         died (for fault tests)."""
         children = psutil.Process().children(recursive=True)
         return {
+            "replica_id": self.replica_id,
             "replica": os.getpid(),
             "engine_core": [p.pid for p in children if _is_engine_core(p)],
             "engine_dead": self._engine.dead,

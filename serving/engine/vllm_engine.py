@@ -7,13 +7,15 @@ every Ray process to one core.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+from vllm.config import StructuredOutputsConfig
 from vllm.config.kv_events import KVEventsConfig
 from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.exceptions import VLLMClientError
 from vllm.inputs import TokensPrompt
-from vllm.sampling_params import RequestOutputKind, SamplingParams
+from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -23,9 +25,13 @@ from serving.engine.protocol import (
     GenerationChunk,
     GenerationDelta,
     GenerationRequest,
+    GuidedDecoding,
+    TokenLogprob,
 )
+from serving.engine.tool_calls import ChoiceReader, reader_for
 from serving.engine.vllm_stats import EngineStatsRecorder
-from serving.errors import ReplicaFailedError
+from serving.engine.vllm_tool_parser import ToolParserFactory
+from serving.errors import InvalidRequestError, ReplicaFailedError
 
 GIB = 1 << 30
 
@@ -49,6 +55,9 @@ def engine_args(model: ModelSpec, model_path: Path, settings: EngineSettings) ->
         kv_cache_memory_bytes=int(settings.kv_cache_space_gib * GIB) if on_cpu else None,
         gpu_memory_utilization=settings.gpu_memory_utilization,
         stream_interval=settings.stream_interval,
+        structured_outputs_config=StructuredOutputsConfig(
+            backend=settings.structured_outputs.backend,
+            disable_any_whitespace=not settings.structured_outputs.any_whitespace),
         disable_log_stats=True,  # our recorder replaces vLLM's periodic log lines
         enable_log_requests=False,  # prompts are not logged by default
         kv_events_config=kv_events_config(settings),
@@ -63,7 +72,7 @@ def kv_events_config(settings: EngineSettings) -> KVEventsConfig | None:
     return KVEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint="tcp://*:0")
 
 
-def sampling_params(request: GenerationRequest) -> SamplingParams:
+def sampling_params(request: GenerationRequest, *, keep_special_tokens: bool = False) -> SamplingParams:
     s = request.sampling
     return SamplingParams(
         n=s.n,
@@ -79,17 +88,44 @@ def sampling_params(request: GenerationRequest) -> SamplingParams:
         top_k=s.top_k,
         min_p=s.min_p,
         min_tokens=s.min_tokens,
+        logprobs=s.logprobs,
+        logit_bias=dict(s.logit_bias) or None,
+        structured_outputs=_structured_outputs(s.guided),
+        skip_special_tokens=not keep_special_tokens,
         output_kind=RequestOutputKind.DELTA,
     )
+
+
+def _structured_outputs(guided: GuidedDecoding | None) -> StructuredOutputsParams | None:
+    if guided is None:
+        return None
+    if guided.json_schema is not None:
+        return StructuredOutputsParams(json=guided.json_schema)
+    return StructuredOutputsParams(json_object=True)
+
+
+def token_logprobs(token_ids: Sequence[int], logprobs, top: int) -> tuple[TokenLogprob, ...]:
+    """vLLM's logprobs of a delta's tokens (one {token id: Logprob} per token: the chosen
+    token and the ``top`` most likely, ranked from 1) as :class:`TokenLogprob` s."""
+    out = []
+    for token_id, candidates in zip(token_ids, logprobs or ()):
+        chosen = candidates[token_id]
+        ranked = sorted((lp for lp in candidates.values() if lp.rank is not None and lp.rank <= top),
+                        key=lambda lp: lp.rank)
+        out.append(TokenLogprob(chosen.decoded_token or "", chosen.logprob,
+                                tuple((lp.decoded_token or "", lp.logprob) for lp in ranked)))
+    return tuple(out)
 
 
 class VllmEngine:
     """One vLLM async engine (implements :class:`serving.engine.protocol.Engine`)."""
 
-    def __init__(self, args: AsyncEngineArgs, replica_id: str) -> None:
+    def __init__(self, args: AsyncEngineArgs, replica_id: str, *, tool_parser: str | None = None) -> None:
         self._replica_id = replica_id
         self._recorder = EngineStatsRecorder(replica_id)
         self._llm = AsyncLLM.from_engine_args(args, stat_loggers=self._recorder.stat_loggers)
+        self._tool_parsers = (ToolParserFactory(tool_parser, self._llm.get_tokenizer(), str(args.served_model_name))
+                              if tool_parser else None)
 
     @property
     def dead(self) -> bool:
@@ -102,28 +138,28 @@ class VllmEngine:
             reason="engine_dead")
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
-        """Stream chunks; a dead engine raises :class:`ReplicaFailedError`."""
+        """Stream chunks; a dead engine raises :class:`ReplicaFailedError`, a request the
+        engine refuses (e.g. a schema its grammar cannot compile)
+        :class:`InvalidRequestError`."""
         try:
             async for chunk in self._generate(request):
                 yield chunk
         except EngineDeadError:
             raise self.dead_error() from None
+        except VLLMClientError as exc:
+            raise InvalidRequestError(f"the engine refused the request: {exc.args[0] if exc.args else exc}",
+                                      param=_refused_param(request, exc)) from None
 
     async def _generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         prompt = TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
         prompt_tokens = len(request.prompt_token_ids)
         completion_tokens = 0
-        outputs = self._llm.generate(prompt, sampling_params(request), request.request_id)
+        readers, keep_special = self._readers(request)
+        top = request.sampling.logprobs
+        params = sampling_params(request, keep_special_tokens=keep_special)
+        outputs = self._llm.generate(prompt, params, request.request_id)
         async for out in outputs:
-            deltas = tuple(
-                GenerationDelta(
-                    index=o.index,
-                    text=o.text,
-                    num_tokens=len(o.token_ids),
-                    finish_reason=o.finish_reason,
-                )
-                for o in out.outputs
-            )
+            deltas = tuple(_delta(o, readers, top) for o in out.outputs)
             completion_tokens += sum(d.num_tokens for d in deltas)
             yield GenerationChunk(
                 deltas=deltas,
@@ -132,6 +168,19 @@ class VllmEngine:
                 completion_tokens=completion_tokens,
                 finished=out.finished,
             )
+
+    def _readers(self, request: GenerationRequest):
+        """A tool-call reader per choice (built when a choice first speaks), and whether
+        the text must keep special tokens for the parser."""
+        calling = request.tool_calling
+        if calling is None:
+            return None, False
+        parser, keep_special = None, False
+        if calling.mode == "auto":
+            if self._tool_parsers is None:
+                raise InvalidRequestError("this model has no tool-call parser", param="tool_choice")
+            parser, keep_special = self._tool_parsers.for_request(calling)
+        return _Readers(lambda: reader_for(calling, parser)), keep_special
 
     def stats(self) -> EngineStats:
         """Live load plus cumulative counters.
@@ -159,3 +208,44 @@ class VllmEngine:
 
     def shutdown(self) -> None:
         self._llm.shutdown()
+
+
+class _Readers(dict):
+    """One tool-call reader per choice index."""
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, index: int) -> ChoiceReader:
+        self[index] = reader = self._make()
+        return reader
+
+
+def _delta(output, readers: _Readers | None, top: int | None) -> GenerationDelta:
+    text, calls, reason = output.text, (), output.finish_reason
+    if readers is not None:
+        piece = readers[output.index].read(output.text, output.token_ids, output.finish_reason)
+        text, calls, reason = piece.text, piece.tool_calls, piece.finish_reason
+    logprobs = token_logprobs(_text_tokens(output), output.logprobs, top) if top is not None else ()
+    return GenerationDelta(index=output.index, text=text, num_tokens=len(output.token_ids),
+                           finish_reason=reason, tool_calls=calls, logprobs=logprobs)
+
+
+def _text_tokens(output) -> Sequence[int]:
+    """The output's tokens that are part of its text: without the end-of-sequence token
+    an answer that stopped by itself ends with (it is counted in usage, as vLLM does,
+    but it is no text, so it has no logprob entry, as OpenAI shows it)."""
+    ids = output.token_ids
+    if output.finish_reason == "stop" and output.stop_reason is None and ids:
+        return ids[:-1]
+    return ids
+
+
+def _refused_param(request: GenerationRequest, exc: VLLMClientError) -> str | None:
+    named = getattr(exc, "parameter", None)
+    if named:
+        return named
+    if request.tool_calling is not None and request.tool_calling.mode != "auto":
+        return "tools"
+    return "response_format" if request.sampling.guided is not None else None

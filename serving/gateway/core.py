@@ -37,7 +37,7 @@ from serving.gateway.metrics_sharing import FleetMetrics, RayBoardChannel, share
 from serving.gateway.plan_store import PlanStore
 from serving.gateway.replica_status import ReplicaCounts, ServeReplicaWatcher
 from serving.gateway.service import GatewayService, ServedModel
-from serving.gateway.tokenization import PromptTokenizer
+from serving.gateway.tokenization import prompt_tokenizer
 from serving.routing.metrics import routing_collector
 
 log = logging.getLogger("serveout.gateway")
@@ -114,11 +114,12 @@ class GatewayCore:
         self._served = ServedModel(
             name=model,
             max_model_len=config.model.max_model_len,
-            tokenizer=PromptTokenizer(config.model_path),
+            tokenizer=prompt_tokenizer(config),
             engine=engine,
             admission=self._admission,
             replicas=lambda: self._watcher.counts,
             scales_from_zero=config.autoscaling.enabled and config.autoscaling.min_replicas == 0,
+            supports_tools=config.model.tool_calling is not None,
         )
         self._service = GatewayService(
             [self._served], self._metrics,

@@ -23,7 +23,10 @@ from serving.gateway.api_keys import ANONYMOUS, KeyRing
 from serving.gateway.body_parsing import Body, parse_body
 from serving.gateway.auth import ApiKeyMiddleware, open_paths
 from serving.gateway.error_mapping import ErrorResponse, http_error, map_error
+from serving.gateway.openapi import install as install_openapi
+from serving.gateway.openapi import route_docs
 from serving.gateway.request_id import RequestIdMiddleware
+from serving.gateway import response_schemas as answers
 from serving.gateway.schemas import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -37,6 +40,8 @@ from serving.gateway.plans import PLAN_KEY_HEADER, Plan
 from serving.gateway.service import EventStream, GatewayService, JsonAnswer, log_request
 
 REPLICA_HEADER = "x-serveout-replica"  # which engine replica served the request
+COMPLETION_ERRORS = (400, 401, 404, 413, 429, 500, 503, 504)
+TOKENIZER_ERRORS = (400, 401, 404, 413)
 
 
 class _ClosingStreamingResponse(StreamingResponse):
@@ -138,7 +143,13 @@ def build_http_app(
     app's ASGI lifespan ends (Serve ends it when it stops the replica).
     """
     app = FastAPI(title="serveout gateway", version="1",
+                  description="OpenAI-compatible API of serveout (chat and text completions, "
+                  "structured outputs, tools, logprobs) and vLLM's tokenizer routes.",
                   lifespan=_ending_with(on_shutdown) if on_shutdown is not None else None)
+    install_openapi(app, requests=[ChatCompletionRequest, CompletionRequest, TokenizeRequest, DetokenizeRequest],
+                    answers=[answers.ChatCompletion, answers.ChatCompletionChunk, answers.Completion,
+                             answers.ModelList, answers.TokenizeResponse, answers.DetokenizeResponse,
+                             answers.HealthResponse, answers.StatusResponse, answers.ErrorBody])
     current_keys = keys if callable(keys) else (lambda: keys)
     body_limit = max_body_bytes if callable(max_body_bytes) else (lambda: max_body_bytes)
     public = metrics_public if callable(metrics_public) else (lambda: metrics_public)
@@ -180,15 +191,19 @@ def build_http_app(
                                         trace_id=request.state.request_id)
         return _response(result)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", **route_docs(
+        body=ChatCompletionRequest, answer=answers.ChatCompletion, stream=answers.ChatCompletionChunk,
+        errors=COMPLETION_ERRORS, summary="A chat completion (SSE events when `stream` is true)"))
     async def chat_completions(request: Request):
         return await completion(request, ChatCompletionRequest)
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", **route_docs(
+        body=CompletionRequest, answer=answers.Completion, stream=answers.Completion,
+        errors=COMPLETION_ERRORS, summary="A text completion (SSE events when `stream` is true)"))
     async def completions(request: Request):
         return await completion(request, CompletionRequest)
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", **route_docs(answer=answers.ModelList, errors=(401,)))
     async def list_models():
         created = now()
         cards = [model_card(m.name, m.max_model_len, created) for m in service.models.values()]
@@ -201,7 +216,8 @@ def build_http_app(
         if plan is not None:
             plans.finish(plan)
 
-    @app.post("/tokenize")
+    @app.post("/tokenize", **route_docs(body=TokenizeRequest, answer=answers.TokenizeResponse,
+                                        errors=TOKENIZER_ERRORS))
     async def tokenize(request: Request):
         await release_plan(request)
         body = await body_of(request, TokenizeRequest)
@@ -214,14 +230,17 @@ def build_http_app(
             tokens = served.tokenizer.encode_text(body.prompt, add_special_tokens=body.add_special_tokens)
         return {"count": len(tokens), "max_model_len": served.max_model_len, "tokens": tokens}
 
-    @app.post("/detokenize")
+    @app.post("/detokenize", **route_docs(body=DetokenizeRequest, answer=answers.DetokenizeResponse,
+                                          errors=TOKENIZER_ERRORS))
     async def detokenize(request: Request):
         await release_plan(request)
         body = await body_of(request, DetokenizeRequest)
         served = service.model(body.model)
         return {"prompt": served.tokenizer.decode(body.tokens)}
 
-    @app.get("/health")
+    @app.get("/health", **route_docs(answer=answers.HealthResponse, also={
+            503: ("no replica ready yet, or the app is draining", answers.HealthResponse)},
+            summary="200 when a replica can serve"))
     async def health():
         if service.draining:  # a load balancer stops sending here
             return JSONResponse({"status": "draining"}, status_code=503)
@@ -231,11 +250,12 @@ def build_http_app(
             return JSONResponse({"status": "starting", "not_ready": not_ready}, status_code=503)
         return {"status": "ok"}
 
-    @app.get("/status")
+    @app.get("/status", **route_docs(answer=answers.StatusResponse, errors=(401,)))
     async def status_route():
         return status()
 
-    @app.get("/metrics")
+    @app.get("/metrics", **route_docs(media_type=CONTENT_TYPE_LATEST, errors=(401,),
+                                      summary="Prometheus text (serveout_* series)"))
     async def metrics():
         text = await metrics_text() if metrics_text is not None else generate_latest(registry)
         return Response(text, media_type=CONTENT_TYPE_LATEST)

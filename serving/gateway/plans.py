@@ -74,11 +74,13 @@ def plan_completion(
     session_id: str | None,
     deadline_s: float,
     trace_id: str | None,
+    supports_tools: bool = False,
 ) -> PlannedRequest:
     """Validate, tokenise and size ``body`` (raises the client's 4xx errors)."""
     generation = plan_request(
         body, tokenizer=tokenizer, served_model=served_model, max_model_len=max_model_len,
         request_id=request_id, session_id=session_id, deadline_s=deadline_s, trace_id=trace_id,
+        supports_tools=supports_tools,
     )
     return PlannedRequest(
         generation=generation,

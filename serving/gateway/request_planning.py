@@ -8,6 +8,7 @@ from typing import Protocol
 
 from serving.engine.protocol import GenerationRequest, SamplingSettings
 from serving.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError
+from serving.gateway.output_planning import OutputPlan, plan_output
 from serving.gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 
 # Below this temperature the engine (vLLM) samples greedily, and refuses n > 1.
@@ -15,7 +16,7 @@ GREEDY_TEMPERATURE = 1e-5
 
 
 class Tokenizer(Protocol):
-    def encode_chat(self, messages: list[ChatMessage]) -> list[int]: ...
+    def encode_chat(self, messages: list[ChatMessage], tools: list[dict] | None = None) -> list[int]: ...
     def encode_text(self, text: str, *, add_special_tokens: bool = True) -> list[int]: ...
     def check_ids(self, token_ids: list[int], *, param: str) -> list[int]: ...
 
@@ -62,8 +63,10 @@ def plan_request(
     session_id: str | None = None,
     deadline_s: float | None = None,
     trace_id: str | None = None,
+    supports_tools: bool = False,
 ) -> GenerationRequest:
-    """Validate meaning, tokenise and size the request."""
+    """Validate meaning, tokenise and size the request (tools, when the model
+    ``supports_tools``, are rendered into the prompt and tokenised with it)."""
     check_model(body.model, served_model)
     unsupported = body.unsupported_fields()
     if unsupported:
@@ -71,6 +74,11 @@ def plan_request(
             f"unsupported parameter(s): {', '.join(unsupported)} (serveout refuses what it "
             "would otherwise ignore)", param=unsupported[0]
         )
+    for i, message in enumerate(body.messages if isinstance(body, ChatCompletionRequest) else ()):
+        unknown = message.unsupported_fields()
+        if unknown:
+            raise InvalidRequestError(
+                f"unsupported field(s) in messages[{i}]: {', '.join(unknown)}", param=f"messages.{i}.{unknown[0]}")
     if body.stream_options is not None and not body.stream:
         raise InvalidRequestError(
             "stream_options is only allowed when stream is true", param="stream_options"
@@ -80,8 +88,17 @@ def plan_request(
             f"n must be 1 when temperature is {body.temperature:g}: greedy sampling gives one answer",
             param="n",
         )
+    output = OutputPlan()
     if isinstance(body, ChatCompletionRequest):
-        prompt_ids, param = tokenizer.encode_chat(body.messages), "messages"
+        if body.top_logprobs is not None and not body.logprobs:
+            raise InvalidRequestError("top_logprobs needs logprobs: true", param="top_logprobs")
+        output = plan_output(body, supports_tools=supports_tools, model=served_model)
+        if output.guided is not None and body.ignore_eos:
+            raise InvalidRequestError(
+                "ignore_eos cannot be combined with response_format or a forced tool call: the "
+                "grammar ends the answer, and past its end the text would be unconstrained",
+                param="ignore_eos")
+        prompt_ids, param = tokenizer.encode_chat(body.messages, output.tools), "messages"
     elif isinstance(body.prompt, str):
         prompt_ids, param = tokenizer.encode_text(body.prompt), "prompt"
     else:
@@ -109,6 +126,9 @@ def plan_request(
         top_k=body.top_k,
         min_p=body.min_p,
         min_tokens=body.min_tokens,
+        logprobs=body.top_logprobs_wanted(),
+        logit_bias=_logit_bias(body.logit_bias, tokenizer),
+        guided=output.guided,
     )
     return GenerationRequest(
         request_id=request_id,
@@ -117,4 +137,18 @@ def plan_request(
         session_id=session_id,
         deadline_s=deadline_s,
         trace_id=trace_id,
+        tool_calling=output.tool_calling,
     )
+
+
+def _logit_bias(bias: dict[str, float] | None, tokenizer: Tokenizer) -> tuple[tuple[int, float], ...]:
+    """``logit_bias`` as (token id, bias) pairs; keys must be token ids of the vocabulary."""
+    if not bias:
+        return ()
+    try:
+        ids = [int(key) for key in bias]
+    except ValueError:
+        raise InvalidRequestError("logit_bias keys must be token ids (integers as strings)",
+                                  param="logit_bias") from None
+    tokenizer.check_ids(ids, param="logit_bias")
+    return tuple(zip(ids, bias.values()))

@@ -51,7 +51,7 @@ from serving.gateway.metrics_sharing import FleetMetrics, RayBoardChannel, share
 from serving.gateway.plans import PLAN_KEY_HEADER, Plan, PlanCodec, PlannedRequest, plan_completion
 from serving.gateway.schemas import ChatCompletionRequest, new_id
 from serving.gateway.side_channel import Inbox, Outbox
-from serving.gateway.tokenization import PromptTokenizer
+from serving.gateway.tokenization import PromptTokenizer, prompt_tokenizer
 from serving.routing.core import RouteTicket
 from serving.routing.serve_router import GENERATE_METHOD, ROUTE_TICKET_KWARG
 
@@ -108,8 +108,9 @@ class RouterIngress:
     async def reconfigure(self, user_config: dict) -> None:
         """Serve's hook for the app's settings (the whole :class:`StackConfig`)."""
         config = StackConfig.model_validate(user_config)
-        if self._tokenizer is None or self._config is None or config.model_path != self._config.model_path:
-            self._tokenizer = await asyncio.to_thread(PromptTokenizer, config.model_path)
+        if (self._tokenizer is None or self._config is None or config.model_path != self._config.model_path
+                or config.model != self._config.model):
+            self._tokenizer = await asyncio.to_thread(prompt_tokenizer, config)
         self._config, self._routing = config, config.resolved_routing
         self._session_header = config.routing.session_header.lower().encode("latin-1")
 
@@ -189,6 +190,7 @@ class RouterIngress:
             parsed, tokenizer=self._tokenizer, served_model=model.name, max_model_len=model.max_model_len,
             request_id=new_id("chatcmpl" if chat else "cmpl"), session_id=session_id,
             deadline_s=time.time() + self._config.gateway.request_timeout_s, trace_id=request_id,
+            supports_tools=model.tool_calling is not None,
         )
 
     def _on_done(self, data: bytes) -> None:

@@ -3,22 +3,26 @@
 Every sampling field that changes the answer is either honoured (passed to the
 engine) or refused with a clear 400: nothing is silently ignored. Fields outside the
 schema are refused when set to a non-default value, except the few that have no
-effect on generation (``NO_EFFECT_FIELDS``).
+effect on generation (``NO_EFFECT_FIELDS``). The same models describe the bodies in
+``/openapi.json`` (:mod:`serving.gateway.openapi`).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_CHOICES = 16
 MAX_STOP_SEQUENCES = 4
+MAX_TOP_LOGPROBS = 20  # the engine's max_logprobs
+MAX_TOOLS = 128
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # function and response-format names, as OpenAI allows
 # Accepted and ignored: they do not change what is generated.
-NO_EFFECT_FIELDS = frozenset({"metadata", "store", "service_tier", "parallel_tool_calls"})
+NO_EFFECT_FIELDS = frozenset({"metadata", "store", "service_tier"})
 
 
 class _Body(BaseModel):
@@ -41,15 +45,95 @@ class TextPart(BaseModel):
     text: str
 
 
-class ChatMessage(BaseModel):
-    role: Literal["system", "user", "assistant", "developer"]
-    content: str | list[TextPart]
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str = Field(description="the arguments as JSON text")
+
+
+class AssistantToolCall(BaseModel):
+    """A tool call of an earlier assistant turn, sent back by the client."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(_Body):
+    """One chat turn. A field outside these sent with a value is refused by name (sent
+    empty, as the SDK echoes an answer's ``refusal: null``, it is ignored)."""
+
+    role: Literal["system", "user", "assistant", "developer", "tool"]
+    content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[AssistantToolCall] | None = Field(None, description="assistant messages only")
+    tool_call_id: str | None = Field(None, description="tool messages: the call this answers")
+
+    @model_validator(mode="after")
+    def _shape_of_role(self) -> "ChatMessage":
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("only assistant messages have tool_calls")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs tool_call_id")
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content is required (only an assistant message with tool_calls may omit it)")
+        return self
 
     def text(self) -> str:
+        if self.content is None:
+            return ""
         if isinstance(self.content, str):
             return self.content
         return "".join(part.text for part in self.content)
+
+
+class FunctionDefinition(BaseModel):
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    description: str | None = None
+    parameters: dict[str, Any] | None = Field(None, description="a JSON schema of an object")
+    strict: bool | None = Field(None, description="accepted; arguments always follow `parameters`")
+
+
+class ChatTool(BaseModel):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class FunctionName(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    type: Literal["function"]
+    function: FunctionName
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+
+
+class TextFormat(BaseModel):
+    type: Literal["text"]
+
+
+class JsonObjectFormat(BaseModel):
+    type: Literal["json_object"]
+
+
+class JsonSchemaSpec(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    description: str | None = None
+    schema_: dict[str, Any] = Field(alias="schema", description="the JSON schema the answer follows")
+    strict: bool | None = Field(None, description="accepted; the schema is always enforced")
+
+
+class JsonSchemaFormat(BaseModel):
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
+
+
+ResponseFormat = Annotated[TextFormat | JsonObjectFormat | JsonSchemaFormat, Field(discriminator="type")]
+LogitBias = dict[str, Annotated[float, Field(ge=-100, le=100)]]
 
 
 class SamplingFields(_Body):
@@ -93,17 +177,33 @@ class SamplingFields(_Body):
 class ChatCompletionRequest(SamplingFields):
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     max_completion_tokens: Annotated[int | None, Field(ge=1)] = None
+    response_format: ResponseFormat | None = None
+    tools: Annotated[list[ChatTool], Field(max_length=MAX_TOOLS)] | None = None
+    tool_choice: ToolChoice | None = Field(None, description="default: auto with tools, none without")
+    parallel_tool_calls: bool | None = Field(None, description="false: at most one tool call")
+    logprobs: bool = False
+    top_logprobs: Annotated[int | None, Field(ge=0, le=MAX_TOP_LOGPROBS)] = None
+    logit_bias: LogitBias | None = Field(None, description="token id (as a string) -> bias, -100..100")
 
     def requested_max_tokens(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
+
+    def top_logprobs_wanted(self) -> int | None:
+        """Alternatives per token the engine returns (None: no logprobs)."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
 
 class CompletionRequest(SamplingFields):
     prompt: str | Annotated[list[int], Field(min_length=1)]
     max_tokens: Annotated[int | None, Field(ge=1)] = 16  # OpenAI's default for completions
+    logprobs: Annotated[int | None, Field(ge=0, le=MAX_TOP_LOGPROBS)] = None
+    logit_bias: LogitBias | None = Field(None, description="token id (as a string) -> bias, -100..100")
 
     def requested_max_tokens(self) -> int | None:
         return self.max_tokens
+
+    def top_logprobs_wanted(self) -> int | None:
+        return self.logprobs
 
 
 class TokenizeRequest(_Body):

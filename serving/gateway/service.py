@@ -60,7 +60,8 @@ log = logging.getLogger("serveout.gateway")
 
 @dataclass
 class ServedModel:
-    """One model behind the gateway: its tokenizer, engine replicas and admission bound."""
+    """One model behind the gateway: its tokenizer, engine replicas and admission bound;
+    ``supports_tools`` when its spec says how it calls tools."""
 
     name: str
     max_model_len: int
@@ -69,6 +70,7 @@ class ServedModel:
     admission: AdmissionController
     replicas: Callable[[], ReplicaCounts] = field(default=lambda: ReplicaCounts(ready=1))
     scales_from_zero: bool = False
+    supports_tools: bool = False
 
     def check_can_serve(self) -> None:
         """Raise :class:`NoReplicaError` when no replica serves and none can start."""
@@ -175,6 +177,7 @@ class GatewayService:
                 session_id=session_id,
                 deadline_s=time.time() + self.request_timeout_s,
                 trace_id=trace_id,
+                supports_tools=served.supports_tools,
             )
 
         async def planned_here(served: ServedModel) -> PlannedRequest:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loadtest.analysis.arrivals import schedule
+from loadtest.analysis.arrivals import stage_arrivals
 from loadtest.config import LoadTestConfig
 from loadtest.profiles import OpenLoad
 from serving.config.stack import AutoscalingSpec
@@ -34,15 +34,14 @@ from simulator.simulate import SimulationResult, simulate
 DEFAULT_WINDOW_S = 30.0
 
 
-def stage_arrivals(config: LoadTestConfig) -> np.ndarray:
+def first_stage_arrivals(config: LoadTestConfig) -> np.ndarray:
     """The first stage's arrival times, drawn exactly as :class:`ClusterSim` draws them."""
     plan = config.profile.next_stage([])
     load = plan.load
     if not isinstance(load, OpenLoad) or config.duration_s is None:
         raise SimulationConfigError("the clairvoyant autoscaler needs an open-loop profile and a duration")
-    times = schedule(start_rate=load.start_rate, end_rate=load.end_rate, burstiness=load.burstiness,
-                     seed=config.seed + 1000 * plan.index, duration_s=config.duration_s, count=config.max_requests)
-    return np.asarray(load.follow_curve(times, config.duration_s), dtype=float)
+    return np.asarray(stage_arrivals(load, seed=plan.seed(config.seed), duration_s=config.duration_s,
+                                     count=config.max_requests), dtype=float)
 
 
 @dataclass(frozen=True)
@@ -113,7 +112,7 @@ def run_clairvoyant(config: LoadTestConfig, base: SimulationConfig, policy: Auto
                     capacity_rps: float, *, arrivals: np.ndarray | None = None,
                     window_s: float = DEFAULT_WINDOW_S) -> ClairvoyantRun:
     """Simulate ``config`` on ``base``'s cluster scaled by the clairvoyant plan at ``capacity_rps``."""
-    arrivals = stage_arrivals(config) if arrivals is None else arrivals
+    arrivals = first_stage_arrivals(config) if arrivals is None else arrivals
     start = base.replica_start_s if base.replica_start_s is not None else replica_setup(base).replica_start_s
     plan = clairvoyant_plan(arrivals, capacity_rps=capacity_rps, start_s=start, tick_s=policy.metrics_interval_s,
                             duration_s=config.duration_s, min_replicas=policy.min_replicas,

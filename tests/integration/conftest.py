@@ -62,7 +62,8 @@ def pytest_collection_modifyitems(items):
     """Run integration modules in the order that minimises redeploys."""
     order = {name: i for i, name in enumerate([
         # The base engines (2 replicas of the default model), reconfigured in place:
-        "test_cli", "test_api", "test_errors", "test_disconnect", "test_overload", "test_loadtest", "test_auth",
+        "test_cli", "test_api", "test_errors", "test_openai_features", "test_disconnect", "test_overload",
+        "test_loadtest", "test_auth",
         "test_routing", "test_direct_path", "test_faults", "test_autoscaling", "test_drain",
         # other engines:
         "test_gateway_scale_out", "test_tensor_parallel", "test_sweep",

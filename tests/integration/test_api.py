@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from tests.integration.metrics_reading import samples, wait_until
+from tests.integration.metrics_reading import samples, settled, wait_until
 import pytest
 
 from tests.integration.settings import MODEL
@@ -120,7 +120,7 @@ def test_health_and_metrics_count_each_request(base_stack, openai_client):
             "latency": samples_sum(base_stack.url, "serveout_request_latency_seconds_count", endpoint="chat"),
         }
 
-    before = figures()
+    before = settled(figures)  # every process publishes its series about once a second
     reply = openai_client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "Say hi."}], max_tokens=6, temperature=0)
     # /metrics merges every process's series; each replica publishes within a second.

@@ -72,12 +72,17 @@ def test_a_right_key_is_served_and_counted_by_name(auth_stack):
     assert reply.usage.completion_tokens > 0
     assert [m.id for m in light.models.list().data] == [MODEL]
     headers = {"Authorization": f"Bearer {KEYS['light']}"}
-    metrics = httpx.get(f"{auth_stack.url}/metrics", headers=headers, timeout=30).text
-    counted = [s for family in text_string_to_metric_families(metrics) for s in family.samples
-               if s.name == "serveout_key_requests_total" and s.labels.get("key") == "light"
-               and s.labels.get("status") == "200"]
-    assert sum(s.value for s in counted) >= 1  # by the key's name (one series per replica)
-    assert all(key not in metrics for key in KEYS.values())
+
+    def light_served() -> tuple[float, str]:
+        metrics = httpx.get(f"{auth_stack.url}/metrics", headers=headers, timeout=30).text
+        counted = [s for family in text_string_to_metric_families(metrics) for s in family.samples
+                   if s.name == "serveout_key_requests_total" and s.labels.get("key") == "light"
+                   and s.labels.get("status") == "200"]
+        return sum(s.value for s in counted), metrics
+
+    # By the key's name (one series per replica; each publishes its series about once a second).
+    assert wait_until(lambda: light_served()[0] >= 1, timeout_s=20)
+    assert all(key not in light_served()[1] for key in KEYS.values())
 
 
 def test_past_a_keys_rpm_is_429_with_retry_after(auth_stack):

@@ -24,7 +24,7 @@ import pytest
 
 from serving.app_builder import ENGINE_DEPLOYMENT, ROUTER_DEPLOYMENT
 from serving.local_cluster import ROUTER_BODY_BYTES
-from tests.integration.metrics_reading import by_label, wait_until
+from tests.integration.metrics_reading import by_label, settled, wait_until
 from tests.integration.settings import BASE, MODEL
 
 pytestmark = pytest.mark.integration
@@ -54,13 +54,15 @@ def replica_pids(deployment: str) -> list[int]:
 
 def test_a_readable_request_is_tokenised_once_by_the_router(stack):
     stack.ensure(BASE)
-    before = planned(stack.url)
+    before = settled(lambda: planned(stack.url))  # every process publishes its counts ~1/s
     for _ in range(4):
         reply = api(stack.url).chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "What is the capital of France?"}],
             max_tokens=8, temperature=0)
         assert reply.usage.prompt_tokens > 0 and reply.choices[0].message.content
-    after = planned(stack.url)
+    counted = lambda: planned(stack.url).get("router", 0) - before.get("router", 0)  # noqa: E731
+    wait_until(lambda: counted() >= 4, timeout_s=20)
+    after = settled(lambda: planned(stack.url))
     assert after.get("router", 0) - before.get("router", 0) == 4
     assert after.get("replica", 0) == before.get("replica", 0)  # nobody tokenised them twice
 

@@ -70,8 +70,8 @@ def test_body_too_large_is_413(base_stack):
 
 
 def test_unsupported_parameter_is_400(base_stack):
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "logprobs": True}
-    assert error_of(post(base_stack, CHAT, json=body), 400)["param"] == "logprobs"
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "prompt_logprobs": 1}
+    assert error_of(post(base_stack, CHAT, json=body), 400)["param"] == "prompt_logprobs"
 
 
 @pytest.mark.parametrize("raw, param", [

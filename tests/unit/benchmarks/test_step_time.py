@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.common.engine import Limits
 from benchmarks.step_time import (
     Composition,
-    Limits,
     Scenario,
     Step,
     composition,

@@ -1,5 +1,5 @@
-"""The timed server (benchmarks/timed_server.py) with the official openai client, and the
-fidelity benchmark's truth maths (benchmarks/fidelity_truth.py) on hand-made traces."""
+"""The timed server (benchmarks/common/timed_server.py) with the official openai client, and the
+fidelity benchmark's truth maths (benchmarks/common/fidelity_truth.py) on hand-made traces."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from benchmarks.fidelity_truth import (
+from benchmarks.common.fidelity_truth import (
     LOADTEST_DEF,
     VLLM_DEF,
     ClientStream,
@@ -27,8 +27,8 @@ from benchmarks.fidelity_truth import (
     tokens_written_between,
     truth_figures,
 )
-from benchmarks.timed_answers import TOKEN_TEXT, TimedConfig
-from benchmarks.timed_server import Trace, serve, traces_from_truth
+from benchmarks.common.timed_answers import TOKEN_TEXT, TimedConfig
+from benchmarks.common.timed_server import Trace, serve, traces_from_truth
 
 PROMPT = "three short words"
 

@@ -102,6 +102,17 @@ def test_parse_chunk_kinds():
         parse_chunk("[1, 2]")
 
 
+def test_tool_call_arguments_count_as_generated_text():
+    first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    more = {"index": 0, "function": {"arguments": '{"city"'}}
+    timer = StreamTimer()
+    for at, calls in ((0.1, [first]), (0.2, [more]), (0.3, [{"index": 0, "function": {"arguments": ':"Oslo"}'}}])):
+        timer.on_event(SSEEvent(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": calls}}]})), at)
+    assert timer.ttft == pytest.approx(0.2)  # the name alone is no generated token
+    assert timer.output_text == '{"city":"Oslo"}' and timer.chunks == 2
+    assert parse_chunk(json.dumps({"choices": [{"delta": {"tool_calls": "junk"}}]})).text == ""
+
+
 def test_stream_timer_ttft_skips_role_chunk_and_gaps():
     timer = StreamTimer()
     times = [0.30, 0.31, 0.35, 0.42, 0.43, 0.44]

@@ -26,6 +26,7 @@ PAYLOADS = [
     json.dumps({"choices": [{"text": "completion", "finish_reason": None}]}),
     json.dumps({"choices": [{"delta": {"reasoning_content": "think", "content": "!"}}]}),
     json.dumps({"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3}}),
+    json.dumps({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]}),
     json.dumps({"error": {"message": "engine died", "code": 500}}),
     json.dumps({"object": "error", "message": "bad"}),
     '{"choices": [{"delta": {"content": "nan"}}], "x": NaN}',  # json accepts, msgspec refuses

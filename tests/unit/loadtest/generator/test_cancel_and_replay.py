@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.timed_server import start_in_child
+from benchmarks.common.timed_server import start_in_child
 from loadtest import RunOptions, parse_profile, parse_workload, run_load_test
 from loadtest.analysis.records import ErrorKind, read_records
 from loadtest.config import CancelConfig, GeneratorConfig, LoadTestConfig, TargetConfig

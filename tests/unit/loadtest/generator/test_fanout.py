@@ -11,7 +11,7 @@ from collections import defaultdict
 import httpx
 import pytest
 
-from benchmarks.timed_server import start_in_child, traces_from_truth
+from benchmarks.common.timed_server import start_in_child, traces_from_truth
 from loadtest import RunOptions, parse_profile, parse_workload, run_load_test
 from loadtest.analysis.records import read_records
 from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig

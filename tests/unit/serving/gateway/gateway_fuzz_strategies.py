@@ -25,6 +25,7 @@ HOSTILE_TEXT = st.one_of(
                      "\ud800", "\udfff\ud800", "\u202e", "\ufeff"]),
     st.integers(100, 6000).map(lambda n: "x" * n),
 )
+JSON_SCALAR = st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(TEXT, max_size=8)
 ANY_JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | HOSTILE_TEXT,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(TEXT, max_size=8), inner, max_size=4),
@@ -57,8 +58,8 @@ def valid(schema: dict, defs: dict | None = None, overrides: dict | None = None)
     only a validator states)."""
     defs = schema.get("$defs", {}) if defs is None else defs
     schema = _resolve(schema, defs)
-    if "anyOf" in schema:
-        return st.one_of([valid(s, defs) for s in schema["anyOf"]])
+    if "anyOf" in schema or "oneOf" in schema:
+        return st.one_of([valid(s, defs) for s in schema.get("anyOf", schema.get("oneOf"))])
     if "const" in schema:
         return st.just(schema["const"])
     if "enum" in schema:
@@ -80,6 +81,12 @@ def valid(schema: dict, defs: dict | None = None, overrides: dict | None = None)
         low = schema.get("minItems", 0)
         return st.lists(valid(schema.get("items", {}), defs), min_size=low,
                         max_size=schema.get("maxItems", low + 4))
+    if kind == "object" and "properties" not in schema:  # a map: {name: value} (any JSON without a schema)
+        values = schema.get("additionalProperties", True)
+        return st.dictionaries(st.text(TEXT, max_size=8),
+                               valid(values, defs) if isinstance(values, dict) else JSON_SCALAR, max_size=3)
+    if kind is None and not schema:  # any value
+        return JSON_SCALAR
     if kind == "object":
         overrides = overrides or {}
         props = {k: overrides[k] if k in overrides else valid(v, defs) for k, v in schema["properties"].items()}

@@ -186,8 +186,18 @@ def test_serve_stop_deadlines_follow_the_drain_and_request_timeouts(default_mode
         return options["graceful_shutdown_timeout_s"]
 
     drain_s = DrainSpec().timeout_s
-    assert stop_deadline(engine_deployment_options(config(300))) == drain_s
-    # The gateway outlives its longest request and the engines' drain: it never cuts one.
-    assert stop_deadline(gateway_deployment_options(config(300))) == 300 + GATEWAY_STOP_GRACE_S
-    assert stop_deadline(gateway_deployment_options(config(5))) == drain_s + GATEWAY_STOP_GRACE_S
-    assert stop_deadline(engine_deployment_options(config(300, drain={"timeout_s": 7}))) == 7
+    separate = {"mode": "separate"}
+
+    def separate_config(request_timeout_s, **data):
+        return build_stack_config({"gateway": {"request_timeout_s": request_timeout_s, **separate}, **data},
+                                  catalog=ModelCatalog(MODELS), model_path=default_model_path)
+
+    # Whoever holds the client's connection outlives its longest request and the drain:
+    # the direct mode's engine replica, the separate gateway. Neither is killed with one.
+    assert stop_deadline(engine_deployment_options(config(300))) == 300 + GATEWAY_STOP_GRACE_S
+    assert stop_deadline(engine_deployment_options(config(5))) == drain_s + GATEWAY_STOP_GRACE_S
+    assert stop_deadline(gateway_deployment_options(separate_config(300))) == 300 + GATEWAY_STOP_GRACE_S
+    assert stop_deadline(gateway_deployment_options(separate_config(5))) == drain_s + GATEWAY_STOP_GRACE_S
+    # Behind separate gateways an engine replica gets the drain; its gateway reports the cut.
+    assert stop_deadline(engine_deployment_options(separate_config(300))) == drain_s
+    assert stop_deadline(engine_deployment_options(separate_config(300, drain={"timeout_s": 7}))) == 7

@@ -98,6 +98,10 @@ def engine_refusals(request: GenerationRequest, vocab_size: int) -> list[str]:
         "prompt non-empty, in the vocabulary": bool(request.prompt_token_ids)
         and all(0 <= t < vocab_size for t in request.prompt_token_ids),
         "prompt + max_tokens fit the context": len(request.prompt_token_ids) + s.max_tokens <= MAX_MODEL_LEN,
+        "logprobs in [0, 20]": s.logprobs is None or 0 <= s.logprobs <= 20,
+        "logit_bias on vocabulary ids, within [-100, 100]": all(
+            0 <= t < vocab_size and -100 <= b <= 100 for t, b in s.logit_bias),
+        "no ignore_eos with a grammar": s.guided is None or not s.ignore_eos,
     }
     return ([f"{k}={v} is not an int64" for k, v in ints.items() if not INT64_MIN <= v <= INT64_MAX]
             + [f"{k}={v} is not finite" for k, v in floats.items() if not math.isfinite(v)]
@@ -158,9 +162,18 @@ def _overrides(vocab_size: int) -> dict[str, dict]:
     stop_string = st.text(TEXT, min_size=1, max_size=8)
     stop = st.none() | stop_string | st.lists(stop_string, max_size=4)
     ids = st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=64)
-    sampling = {"model": st.just(MODEL), "max_tokens": budget, "min_tokens": st.integers(0, 8), "stop": stop}
+    bias = st.none() | st.dictionaries(st.integers(0, vocab_size - 1).map(str), st.floats(-100, 100), max_size=4)
+    sampling = {"model": st.just(MODEL), "max_tokens": budget, "min_tokens": st.integers(0, 8), "stop": stop,
+                "logit_bias": bias}
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {
+        "type": "integer", "maximum": 9}}}, "required": ["a"]}
+    formats = st.none() | st.sampled_from([
+        {"type": "text"}, {"type": "json_object"},
+        {"type": "json_schema", "json_schema": {"name": "r", "schema": schema, "strict": True}}])
     return {
-        CHAT: {**sampling, "max_completion_tokens": budget},
+        # The fuzzed model has no tool format: tools are the hostile cases' business.
+        CHAT: {**sampling, "max_completion_tokens": budget, "response_format": formats, "tools": st.none(),
+               "tool_choice": st.none() | st.just("none")},
         COMPLETIONS: {**sampling, "prompt": st.text(TEXT, min_size=1, max_size=200) | ids},
         TOKENIZE: {"model": st.just(MODEL)},
         DETOKENIZE: {"model": st.just(MODEL), "tokens": ids},
@@ -168,11 +181,26 @@ def _overrides(vocab_size: int) -> dict[str, dict]:
 
 
 def _coherent(body: dict) -> dict:
-    """The cross-field rules: stream_options needs stream; greedy sampling gives one choice."""
+    """The cross-field rules: stream_options needs stream; greedy sampling gives one choice;
+    top_logprobs needs logprobs; a grammar ends the answer (no ignore_eos); each role's
+    message shape (tool turns answer a call id, assistant calls carry JSON arguments)."""
     if body.get("stream_options") is not None:
         body["stream"] = True
     if body.get("temperature", 1.0) < GREEDY_BELOW:
         body["n"] = 1
+    if body.get("top_logprobs") is not None:
+        body["logprobs"] = True
+    if (body.get("response_format") or {}).get("type", "text") != "text":
+        body["ignore_eos"] = False
+    for message in body.get("messages") or ():
+        if message.get("role") != "assistant":
+            message.pop("tool_calls", None)
+        for call in message.get("tool_calls") or ():
+            call["function"]["arguments"] = "{}"
+        if message.get("content") is None and not message.get("tool_calls"):
+            message["content"] = "x"
+        if message.get("role") == "tool" and not message.get("tool_call_id"):
+            message["tool_call_id"] = "call_1"
     return body
 
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from serving.engine.protocol import GenerationChunk, GenerationDelta
+from serving.engine.protocol import GenerationChunk, GenerationDelta, TokenLogprob, ToolCallDelta
 from serving.gateway.openai_format import (
     SSE_DONE,
     ChatFormat,
@@ -13,6 +13,7 @@ from serving.gateway.openai_format import (
     ResponseHeader,
     StreamEncoder,
 )
+from serving.gateway.response_schemas import ChatCompletion, ChatCompletionChunk, Completion
 
 HEADER = ResponseHeader(id="chatcmpl-1", model="m", created=1)
 
@@ -100,3 +101,77 @@ def test_the_pre_built_text_frame_is_the_same_bytes_as_the_general_one(text, ind
     fast = encoder.encode(GenerationChunk((GenerationDelta(index, text, 1),), "r", 1, 5))
     general = encoder._event([fmt.chunk_choice(index, text, None, False)])
     assert fast == [general]
+
+
+# --- tool calls and logprobs (the shapes /openapi.json declares: checked against its models)
+
+WEATHER_CALL = (ToolCallDelta(0, id="call_1", name="get_weather", arguments='{"ci'),)
+LOGPROB = TokenLogprob("Hi", -0.25, (("Hi", -0.25), ("Hey", -1.5)))
+
+
+def test_a_whole_answer_with_tool_calls_has_null_content_and_merged_calls():
+    a = ResponseAssembler(ChatFormat(), HEADER, n=1)
+    a.add(chunk(GenerationDelta(0, "", 1, tool_calls=WEATHER_CALL)))
+    a.add(chunk(GenerationDelta(0, "", 2, "tool_calls", tool_calls=(ToolCallDelta(0, arguments='ty":"Oslo"}'),))))
+    r = ChatCompletion.model_validate(a.response())
+    message = r.choices[0].message
+    assert message.content is None and r.choices[0].finish_reason == "tool_calls"
+    assert [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls] == [
+        ("call_1", "get_weather", '{"city":"Oslo"}')]
+
+
+def test_a_streamed_tool_call_is_shaped_as_openai_streams_it():
+    enc = StreamEncoder(ChatFormat(), HEADER, n=1, include_usage=True)
+    out = enc.encode(chunk(GenerationDelta(0, "", 1, tool_calls=WEATHER_CALL)))
+    out += enc.encode(chunk(GenerationDelta(0, "", 1, tool_calls=(ToolCallDelta(0, arguments='ty"}'),))))
+    out += enc.encode(chunk(GenerationDelta(0, "", 0, "tool_calls")))
+    out += enc.finish()
+    ev = events(out)
+    for e in ev[:-1]:
+        ChatCompletionChunk.model_validate(e)
+    assert ev[0]["choices"][0]["delta"] == {"role": "assistant", "tool_calls": [
+        {"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"ci'}}]}
+    assert ev[1]["choices"][0]["delta"] == {"tool_calls": [{"index": 0, "function": {"arguments": 'ty"}'}}]}
+    assert ev[2]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_chat_logprobs_whole_and_streamed():
+    a = ResponseAssembler(ChatFormat(), HEADER, n=1)
+    a.add(chunk(GenerationDelta(0, "Hi", 1, "stop", logprobs=(LOGPROB,))))
+    content = ChatCompletion.model_validate(a.response()).choices[0].logprobs.content
+    assert [(c.token, c.logprob, c.bytes) for c in content] == [("Hi", -0.25, [72, 105])]
+    assert [(t.token, t.logprob) for t in content[0].top_logprobs] == [("Hi", -0.25), ("Hey", -1.5)]
+    enc = StreamEncoder(ChatFormat(), HEADER, n=1, include_usage=False)
+    enc.encode(chunk(GenerationDelta(0, "", 0)))
+    ev = events(enc.encode(chunk(GenerationDelta(0, "Hi", 1, logprobs=(LOGPROB,)))))
+    chunk_logprobs = ChatCompletionChunk.model_validate(ev[0]).choices[0].logprobs
+    assert chunk_logprobs.content[0].token == "Hi"
+
+
+def test_completion_logprobs_carry_text_offsets_across_the_stream():
+    enc = StreamEncoder(CompletionFormat(), HEADER, n=1, include_usage=False)
+    first = TokenLogprob("Hel", -0.5, (("Hel", -0.5),))
+    second = TokenLogprob("lo", float("-inf"), ())
+    ev = events(enc.encode(chunk(GenerationDelta(0, "Hel", 1, logprobs=(first,))))
+                + enc.encode(chunk(GenerationDelta(0, "lo", 1, "length", logprobs=(second,)))))
+    parsed = [Completion.model_validate(e).choices[0].logprobs for e in ev]
+    assert [p.text_offset for p in parsed] == [[0], [3]]
+    assert parsed[0].top_logprobs == [{"Hel": -0.5}] and parsed[1].token_logprobs == [-9999.0]  # JSON has no -inf
+    a = ResponseAssembler(CompletionFormat(), HEADER, n=1)
+    a.add(chunk(GenerationDelta(0, "Hello", 2, "length", logprobs=(first, second))))
+    whole = Completion.model_validate(a.response()).choices[0].logprobs
+    assert whole.tokens == ["Hel", "lo"] and whole.text_offset == [0, 3]
+
+
+def test_plain_answers_match_the_declared_shapes():
+    a = ResponseAssembler(ChatFormat(), HEADER, n=1)
+    a.add(chunk(GenerationDelta(0, "Hello", 1, "stop")))
+    ChatCompletion.model_validate(a.response())
+    enc = StreamEncoder(ChatFormat(), HEADER, n=1, include_usage=True)
+    out = enc.encode(chunk(GenerationDelta(0, "He", 1))) + enc.encode(chunk(GenerationDelta(0, "llo", 1)))
+    out += enc.encode(chunk(GenerationDelta(0, "", 0, "stop"))) + enc.finish()
+    for e in events(out)[:-1]:
+        ChatCompletionChunk.model_validate(e)
+    c = ResponseAssembler(CompletionFormat(), HEADER, n=1)
+    c.add(chunk(GenerationDelta(0, "x", 1, "length")))
+    Completion.model_validate(c.response())

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from serving.engine.protocol import GenerationRequest, SamplingSettings
+from serving.engine.protocol import GenerationRequest, GuidedDecoding, SamplingSettings, ToolCalling
 from serving.gateway.plan_store import PlanStore
 from serving.gateway.plans import Done, Plan, PlanCodec, PlannedRequest, plan_completion
 from serving.gateway.side_channel import Inbox, Outbox
@@ -28,6 +28,17 @@ def test_a_plan_and_a_report_survive_the_wire():
     assert codec.plan(codec.encode(plan("k"))) == plan("k")
     done = Done(key="k", replica_id="r1", engine_dead=True)
     assert codec.done(codec.encode(done)) == done
+
+
+def test_a_plan_with_guided_decoding_tool_calling_and_logprobs_survives_the_wire():
+    sampling = SamplingSettings(max_tokens=8, logprobs=3, logit_bias=((5, -100.0), (7, 2.5)),
+                                guided=GuidedDecoding(json_schema='{"type": "object"}'))
+    calling = ToolCalling(mode="auto", tools_json="[]", stream=True, parallel=False)
+    generation = GenerationRequest("chatcmpl-g", (1, 2), sampling, tool_calling=calling)
+    message = Plan(key="g", planned=PlannedRequest(generation, chat=True, stream=True, include_usage=True,
+                                                   model=MODEL), done_to="tcp://127.0.0.1:1")
+    codec = PlanCodec()
+    assert codec.plan(codec.encode(message)) == message
 
 
 def test_anything_else_on_the_wire_is_refused():
@@ -125,7 +136,7 @@ class CountingTokenizer:
     def __init__(self) -> None:
         self.calls = 0
 
-    def encode_chat(self, messages):
+    def encode_chat(self, messages, tools=None):
         self.calls += 1
         return [ord(c) % 1000 for m in messages for c in m.text()]
 

@@ -84,8 +84,8 @@ def test_unknown_model_is_not_found(tokenizer):
 
 def test_unsupported_feature_is_refused_by_name(tokenizer):
     with pytest.raises(InvalidRequestError) as err:
-        plan(chat(logprobs=True), tokenizer)
-    assert err.value.param == "logprobs"
+        plan(chat(prompt_logprobs=2), tokenizer)
+    assert err.value.param == "prompt_logprobs"
 
 
 def test_fields_without_effect_on_generation_are_accepted(tokenizer):
@@ -94,7 +94,7 @@ def test_fields_without_effect_on_generation_are_accepted(tokenizer):
 
 def test_any_other_field_that_would_be_ignored_is_refused(tokenizer):
     with pytest.raises(InvalidRequestError, match="best_of") as err:
-        plan(chat(best_of=3, logit_bias={"5": 10}), tokenizer)
+        plan(chat(best_of=3, echo=True), tokenizer)
     assert err.value.param == "best_of"
 
 
@@ -151,3 +151,24 @@ def test_tokenize_refuses_an_empty_conversation():
     # Found by test_fuzz_gateway: transformers raises ValueError on it, which was a 500.
     with pytest.raises(ValidationError, match="at least 1 item"):
         TokenizeRequest.model_validate({"model": MODEL, "messages": []})
+
+
+def test_an_unknown_field_of_a_message_is_refused_by_name(tokenizer):
+    body = chat(messages=[{"role": "user", "content": "Hi", "mood": "cheerful"}])
+    with pytest.raises(InvalidRequestError, match="mood") as err:
+        plan(body, tokenizer)
+    assert err.value.param == "messages.0.mood"
+
+
+def test_an_answer_sent_back_as_the_sdk_dumps_it_is_accepted(tokenizer):
+    echoed = {"role": "assistant", "content": "Hello!", "refusal": None, "audio": None,
+              "function_call": None, "tool_calls": None, "annotations": []}
+    body = chat(messages=[{"role": "user", "content": "Hi"}, echoed, {"role": "user", "content": "Again"}])
+    assert plan(body, tokenizer).prompt_token_ids
+
+
+def test_a_messages_name_reaches_the_chat_template():
+    from serving.gateway.tokenization import _template_message
+
+    message = ChatMessage.model_validate({"role": "user", "content": "Hi", "name": "lan"})
+    assert _template_message(message, 0) == {"role": "user", "content": "Hi", "name": "lan"}

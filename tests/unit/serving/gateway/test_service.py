@@ -118,7 +118,7 @@ class SlowTokenizerFake:
     def __init__(self, tokenizer, gate):
         self._tok, self.gate = tokenizer, gate
 
-    def encode_chat(self, messages):
+    def encode_chat(self, messages, tools=None):
         assert self.gate.wait(5)
         return self._tok.encode_chat(messages)
 

@@ -8,7 +8,7 @@ from serving.config.stack import AutoscalingSpec
 from simulator.cluster import ClusterSim
 from simulator.config import SimulationConfig
 from simulator.engine import replica_setup
-from simulator.oracles.clairvoyant import ReplicaPlan, clairvoyant_plan, run_clairvoyant, stage_arrivals
+from simulator.oracles.clairvoyant import ReplicaPlan, clairvoyant_plan, first_stage_arrivals, run_clairvoyant
 from simulator.traffic import stage_traffic, tokenizer_loader
 
 
@@ -42,7 +42,7 @@ def test_the_clairvoyant_knows_the_arrivals_the_cluster_draws():
     plan = config.profile.next_stage([])
     load, _ = tokenizer_loader(config, None)
     cluster = ClusterSim(replica_setup(sim), sim, config, plan, stage_traffic(config, plan, load), seed=0)
-    assert np.array_equal(stage_arrivals(config), cluster.arrivals)
+    assert np.array_equal(first_stage_arrivals(config), cluster.arrivals)
 
 
 def test_a_run_follows_the_plan():

@@ -16,6 +16,10 @@ import httpx
 
 from loadtest.analysis.stats import percentile
 
+PROMPT = ("Summarise in one paragraph why serving large language models on many replicas "
+          "needs careful routing, admission control and autoscaling, and what goes wrong "
+          "without them.")  # the serving benchmarks' prompt
+
 
 @dataclass(frozen=True)
 class StreamResult:

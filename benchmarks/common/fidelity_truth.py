@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-from benchmarks.timed_server import Trace
+from benchmarks.common.timed_server import Trace
 from loadtest.analysis.stats import Distribution, mean
 
 ABS_TOLERANCE_S = 0.002  # the goal: within max(2 ms, 2 %) of the truth
