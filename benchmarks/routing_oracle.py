@@ -276,9 +276,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2-minute generated workloads instead of 6")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--day-duration", default="24h", help="the day's length in simulated time (1h: 24x compressed)")
-    parser.add_argument("--targets", type=_floats, default=[128.0, 64.0, 48.0], help="queue-depth targets")
-    parser.add_argument("--trend-targets", type=_floats, default=[64.0], help="trend policy targets")
-    parser.add_argument("--capacities", type=_floats, default=[7.0, 8.0, 9.0, 10.0, 11.0],
+    parser.add_argument("--targets", type=_floats, default=[128.0, 48.0], help="queue-depth targets")
+    parser.add_argument("--trend-targets", type=_floats, default=[128.0], help="trend policy targets")
+    parser.add_argument("--capacities", type=_floats, default=[7.0, 8.0],
                         help="clairvoyant capacities (req/s per replica)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "routing_oracle.json")
     args = parser.parse_args()
