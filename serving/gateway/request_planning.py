@@ -74,11 +74,6 @@ def plan_request(
             f"unsupported parameter(s): {', '.join(unsupported)} (serveout refuses what it "
             "would otherwise ignore)", param=unsupported[0]
         )
-    for i, message in enumerate(body.messages if isinstance(body, ChatCompletionRequest) else ()):
-        unknown = message.unsupported_fields()
-        if unknown:
-            raise InvalidRequestError(
-                f"unsupported field(s) in messages[{i}]: {', '.join(unknown)}", param=f"messages.{i}.{unknown[0]}")
     if body.stream_options is not None and not body.stream:
         raise InvalidRequestError(
             "stream_options is only allowed when stream is true", param="stream_options"
@@ -90,6 +85,11 @@ def plan_request(
         )
     output = OutputPlan()
     if isinstance(body, ChatCompletionRequest):
+        for i, message in enumerate(body.messages):
+            unknown = message.unsupported_fields()
+            if unknown:
+                raise InvalidRequestError(f"unsupported field(s) in messages[{i}]: {', '.join(unknown)}",
+                                          param=f"messages.{i}.{unknown[0]}")
         if body.top_logprobs is not None and not body.logprobs:
             raise InvalidRequestError("top_logprobs needs logprobs: true", param="top_logprobs")
         output = plan_output(body, supports_tools=supports_tools, model=served_model)
