@@ -84,8 +84,15 @@ def autoscaling_config(spec: AutoscalingSpec) -> AutoscalingConfig:
         downscale_to_zero_delay_s=spec.downscale_delay_s,
         look_back_period_s=spec.look_back_period_s,
         metrics_interval_s=spec.metrics_interval_s,
-        policy=AutoscalingPolicy(
-            policy_function=QueueDepthPolicy,
-            policy_kwargs={"target_queue_per_replica": spec.target_queue_per_replica},
-        ),
+        policy=_policy(spec, AutoscalingPolicy),
     )
+
+
+def _policy(spec: AutoscalingSpec, policy_class):
+    """The queue-depth policy, or its trend variant when ``trend_horizon_s`` is set."""
+    if spec.trend_horizon_s > 0:  # an import path: serving.autoscaling_trend imports this module
+        return policy_class(policy_function="serving.autoscaling_trend:TrendPolicy", policy_kwargs={
+            "target_queue_per_replica": spec.target_queue_per_replica,
+            "trend_window_s": spec.trend_window_s, "trend_horizon_s": spec.trend_horizon_s})
+    return policy_class(policy_function=QueueDepthPolicy,
+                        policy_kwargs={"target_queue_per_replica": spec.target_queue_per_replica})

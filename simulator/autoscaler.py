@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 
 from serving.autoscaling import desired_replicas
+from serving.autoscaling_trend import projected_load
 from serving.config.stack import AutoscalingSpec
 
 
@@ -23,6 +24,7 @@ class ServeAutoscaler:
     def __init__(self, spec: AutoscalingSpec) -> None:
         self.spec = spec
         self._samples: deque[tuple[float, float]] = deque()
+        self._averages: deque[tuple[float, float]] = deque()
         self._up_since: float | None = None
         self._down_since: float | None = None
 
@@ -33,6 +35,12 @@ class ServeAutoscaler:
         while self._samples and self._samples[0][0] < now - spec.look_back_period_s:
             self._samples.popleft()
         average = sum(d for _, d in self._samples) / len(self._samples)
+        if spec.trend_horizon_s > 0:  # serving.autoscaling_trend.TrendPolicy: the projected average
+            self._averages.append((now, average))
+            while self._averages[0][0] < now - spec.trend_window_s:
+                self._averages.popleft()
+            average = projected_load(self._averages, now, window_s=spec.trend_window_s,
+                                     horizon_s=spec.trend_horizon_s)
         wanted = desired_replicas([average], handle_requests=handle_requests,
                                   target_per_replica=spec.target_queue_per_replica, current=current,
                                   min_replicas=spec.min_replicas, max_replicas=spec.max_replicas)

@@ -93,6 +93,8 @@ class Replica:
         self.phases = [0] * block_size  # decoding seqs by key mod block_size
         self.finishes: list[tuple[int, int, Seq]] = []
         self.preemptions = 0
+        self.prefix_queried = 0  # prompt tokens looked up at admission (a recompute's again, as vLLM)
+        self.prefix_hits = 0  # of those, found in the prefix cache
         self.busy_s = 0.0
         self._span: tuple[Sequence[float], Sequence[int]] | None = None  # decode span: step ends, blocks
         self._chunks: list[tuple[Seq, int]] = []  # the planned single step's prefills
@@ -228,6 +230,8 @@ class Replica:
             if -(-total // bs) - hit * self.ub + kv.revivals(hit_hashes) > kv.free:
                 break  # the whole sequence must fit (scheduler_reserve_full_isl)
             self.waiting.popleft()
+            self.prefix_queried += total
+            self.prefix_hits += hit * unit
             kv.take_hashed(hit_hashes)
             seq.held_hashed, seq.anon, seq.computed = hit, 0, hit * unit
             chunk = min(total - seq.computed, budget)

@@ -157,10 +157,12 @@ def records_of(run: StageRun, stage: int, traffic: StageTraffic, started_unix: f
 
 def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
              progress: Callable[[StagePlan, float], None] | None = None,
-             traffic_cache: TrafficCache | None = None) -> SimulationResult:
+             traffic_cache: TrafficCache | None = None,
+             cluster: Callable[..., ClusterSim] = ClusterSim) -> SimulationResult:
     """Simulate every stage of ``config`` (its profile decides the next stage from the
     last, as in ``loadtest run``); each stage starts on a fresh cluster. ``traffic_cache``
-    keeps prepared prompts and tokenizers for the next simulations of the same traffic."""
+    keeps prepared prompts and tokenizers for the next simulations of the same traffic;
+    ``cluster`` builds each stage's simulation (a subclass: another autoscaler, say)."""
     wall = time.perf_counter()
     setup = replica_setup(sim)
     label = config.label or sim.label
@@ -175,7 +177,7 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
     while (plan := config.profile.next_stage(history)) is not None:
         traffic = stage_traffic(config, plan, load_tokenizer, cache=traffic_cache)
         tick = (lambda t, plan=plan: progress(plan, t)) if progress is not None else None
-        run = ClusterSim(setup, sim, config, plan, traffic, seed=plan.seed(config.seed),
+        run = cluster(setup, sim, config, plan, traffic, seed=plan.seed(config.seed),
                          progress=tick).run()
         stage_records = records_of(run, plan.index, traffic, started + offset, config.target.exact_output)
         stage_records_list.append(stage_records)

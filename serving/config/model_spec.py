@@ -136,6 +136,10 @@ class EngineSettings(Strict):
         1, ge=1, description="tokens per streamed chunk; >1 cuts per-chunk overhead, coarser streams"
     )
     structured_outputs: StructuredOutputSettings = StructuredOutputSettings()
+    kv_cache_events: bool = Field(
+        False, description="publish vLLM's KV cache events (ZMQ on the node's address) so the cache-aware "
+        "router follows what this engine caches"
+    )
 
 
 class ToolCallingSpec(Strict):

@@ -20,6 +20,7 @@ class RoutingPolicyName(enum.StrEnum):
     PREFIX_AFFINITY = "prefix-affinity"
     SESSION = "session"
     ROUND_ROBIN = "round-robin"
+    CACHE_AWARE = "cache-aware"
 
 
 class RoutingSpec(Strict):
@@ -41,6 +42,18 @@ class RoutingSpec(Strict):
         "(one gateway spreads unseen prefixes by load, which balances the KV caches better)"
     )
     session_header: str = "x-session-id"
+    load_bound: float = Field(
+        2.0, ge=1.0, description="cache-aware: a replica takes a request only while its requests in flight "
+        "stay within this factor of the mean (bounded load: a hot prefix spills instead of queueing)"
+    )
+    miss_weight: float = Field(
+        3.0, ge=1.0, description="cache-aware: what a prompt token the chosen replica must compute costs, "
+        "against one already queued for prefill there (above 1: a miss also takes GPU time from others)"
+    )
+    queue_weight: float = Field(
+        0.3, ge=0.0, description="cache-aware: cost of one more request in flight on a replica, in mean "
+        "prompt lengths (decoding requests slow its steps a little)"
+    )
     stats_period_s: float = Field(1.0, gt=0, description="replica stats refresh period")
 
 
@@ -57,6 +70,11 @@ class AutoscalingSpec(Strict):
     downscale_delay_s: float = Field(30.0, ge=0)
     look_back_period_s: float = Field(5.0, gt=0)
     metrics_interval_s: float = Field(1.0, gt=0)
+    trend_horizon_s: float = Field(
+        0.0, ge=0, description="size for the queue depth this far ahead along its trend (about the replica "
+        "start time plus the upscale delay); 0 = the current queue depth only"
+    )
+    trend_window_s: float = Field(120.0, gt=0, description="the trend is fitted over this much of the past")
 
     @model_validator(mode="after")
     def _bounds(self) -> "AutoscalingSpec":

@@ -135,6 +135,7 @@ class EngineStats:
     prefix_cache_hits: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
+    kv_events_endpoint: str = ""  # where the engine publishes its KV cache events ("": it does not)
 
     @property
     def queue_depth(self) -> int:

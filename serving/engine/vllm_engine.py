@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from vllm.config import StructuredOutputsConfig
+from vllm.config.kv_events import KVEventsConfig
 from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.exceptions import VLLMClientError
 from vllm.inputs import TokensPrompt
@@ -59,7 +60,16 @@ def engine_args(model: ModelSpec, model_path: Path, settings: EngineSettings) ->
             disable_any_whitespace=not settings.structured_outputs.any_whitespace),
         disable_log_stats=True,  # our recorder replaces vLLM's periodic log lines
         enable_log_requests=False,  # prompts are not logged by default
+        kv_events_config=kv_events_config(settings),
     )
+
+
+def kv_events_config(settings: EngineSettings) -> KVEventsConfig | None:
+    """vLLM's KV cache event publisher: a ZMQ PUB socket on the node's address (``VLLM_HOST_IP``)
+    and a port vLLM picks, read back with :meth:`VllmEngine.kv_events_endpoint`."""
+    if not settings.kv_cache_events:
+        return None
+    return KVEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint="tcp://*:0")
 
 
 def sampling_params(request: GenerationRequest, *, keep_special_tokens: bool = False) -> SamplingParams:
@@ -183,7 +193,13 @@ class VllmEngine:
         recorded = self._recorder.snapshot()
         unfinished = self._llm.get_num_unfinished_requests()
         running = min(recorded.running, unfinished)
-        return dataclasses.replace(recorded, running=running, waiting=unfinished - running)
+        return dataclasses.replace(recorded, running=running, waiting=unfinished - running,
+                                   kv_events_endpoint=self.kv_events_endpoint())
+
+    def kv_events_endpoint(self) -> str:
+        """Where the engine publishes its KV cache events (``""``: it does not)."""
+        source = self._llm.get_kv_event_sources().get(0)
+        return source.endpoint if source is not None and source.publisher == "zmq" else ""
 
     async def check_health(self) -> None:
         if self.dead:

@@ -26,6 +26,8 @@ IMPORT_PATH = "serving.app_builder:app_from_args"
 ROUTE_PREFIX = "/"
 QUEUE_DEPTH_POLICY = "serving.autoscaling.QueueDepthPolicy"
 """Import path of the Serve autoscaling policy, as Serve records it (``module.Class``)."""
+TREND_POLICY = "serving.autoscaling_trend.TrendPolicy"
+"""The same with ``trend_horizon_s`` set (it looks ahead along the queue's trend)."""
 
 
 def serve_application(config: StackConfig) -> dict:
@@ -57,11 +59,16 @@ def engine_replica_options(config: StackConfig) -> dict:
         "downscale_to_zero_delay_s": scaling.downscale_delay_s,
         "look_back_period_s": scaling.look_back_period_s,
         "metrics_interval_s": scaling.metrics_interval_s,
-        "policy": {
-            "policy_function": QUEUE_DEPTH_POLICY,
-            "policy_kwargs": {"target_queue_per_replica": scaling.target_queue_per_replica},
-        },
+        "policy": _policy(scaling),
     }}
+
+
+def _policy(scaling) -> dict:
+    kwargs = {"target_queue_per_replica": scaling.target_queue_per_replica}
+    if scaling.trend_horizon_s > 0:
+        return {"policy_function": TREND_POLICY, "policy_kwargs": kwargs | {
+            "trend_window_s": scaling.trend_window_s, "trend_horizon_s": scaling.trend_horizon_s}}
+    return {"policy_function": QUEUE_DEPTH_POLICY, "policy_kwargs": kwargs}
 
 
 def render_serve_config(config: StackConfig) -> dict:

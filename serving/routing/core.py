@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from serving.config.stack import RoutingSpec
 from serving.engine.protocol import EngineStats
 from serving.routing.assignments import Assignment, AssignmentTracker
+from serving.routing.engine_cache import CacheView
 from serving.routing.least_loaded import LeastLoadedPolicy
 from serving.routing.metrics import RouterMetrics
 from serving.routing.policy import ReplicaLoad, RoutingPolicy, RoutingRequest
@@ -55,8 +56,12 @@ class RoutingCore:
         *,
         tracker: AssignmentTracker | None = None,
         rng: random.Random | None = None,
+        cache_views: Callable[[str], CacheView | None] | None = None,
     ) -> None:
+        """``cache_views(replica_id)``: what that replica's engine caches (its KV cache
+        events followed: :mod:`serving.routing.engine_cache`), or ``None``."""
         self.policy = policy
+        self._cache_views = cache_views
         self.metrics = metrics
         self._control_policy = LeastLoadedPolicy(rng=rng)
         self._assignments = tracker or AssignmentTracker()
@@ -89,6 +94,7 @@ class RoutingCore:
                 engine=self._engine.get(c.replica_id),
                 assigned=self._assignments.count(c.replica_id),
                 serve_queue_len=c.serve_queue_len,
+                cache=self._cache_views(c.replica_id) if self._cache_views is not None else None,
             )
             for c in candidates
         ]
@@ -128,6 +134,7 @@ class RoutingCore:
     def on_finished(self, request_id: str) -> None:
         """The request completed, failed, or was cancelled before Serve sent it."""
         self._assignments.release(request_id)
+        self.policy.on_finished(request_id)
 
     def assigned(self, replica_id: str) -> int:
         """Requests currently assigned to ``replica_id`` by this router."""

@@ -18,6 +18,7 @@ from typing import ClassVar, Self
 
 from serving.config.stack import RoutingPolicyName, RoutingSpec
 from serving.engine.protocol import EngineStats
+from serving.routing.engine_cache import CacheView
 
 
 class RoutingDecision(enum.StrEnum):
@@ -37,6 +38,12 @@ class RoutingDecision(enum.StrEnum):
     """A known session whose replica changed (its replica left, or one joined)."""
     LEAST_LOADED = "least_loaded"
     ROUND_ROBIN = "round_robin"
+    CACHE_HIT = "cache_hit"
+    """The replica holding the prompt's longest prefix (engine cache, or in flight) goes first."""
+    CACHE_SPILL = "cache_spill"
+    """A replica holds a longer prefix but is past the load bound or its queue outweighs the hit."""
+    CACHE_MISS = "cache_miss"
+    """No replica holds a block of the prompt: the least loaded goes first."""
 
 
 @dataclass(frozen=True)
@@ -61,13 +68,16 @@ class ReplicaLoad:
     replica's polled stats) is kept for metrics only: it arrives about one poll
     period late, and using it as load was measured to pile requests on whichever
     replica had *just finished* work (least-loaded then ran at half the throughput
-    of round-robin on two replicas; see docs/serving.md).
+    of round-robin on two replicas; see docs/serving.md). ``cache`` is what the
+    replica's engine holds in its prefix cache when the router follows its KV cache
+    events (:mod:`serving.routing.engine_cache`), else ``None``.
     """
 
     replica_id: str
     engine: EngineStats | None = None
     assigned: int = 0
     serve_queue_len: int | None = None
+    cache: CacheView | None = None
 
     @property
     def load(self) -> int:
@@ -106,6 +116,9 @@ class RoutingPolicy(abc.ABC):
 
     def on_replicas_changed(self, replica_ids: frozenset[str]) -> None:
         """The set of live replicas changed; forget state about replicas that left."""
+
+    def on_finished(self, request_id: str) -> None:
+        """A request this policy ranked completed, failed or was abandoned."""
 
 
 def engine_stats_from_routing_stats(routing_stats: Mapping[str, object]) -> EngineStats | None:

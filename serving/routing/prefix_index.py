@@ -18,6 +18,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 _ROOT_HASH = 0x5E7E_0C7  # parent of the first block
+ROOT_HASH = _ROOT_HASH
+"""The parent hash of a prompt's first block (to continue a chain elsewhere: engine cache events)."""
 
 
 def block_hashes(token_ids: Sequence[int], block_tokens: int) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from serving.config.stack import RoutingPolicyName, RoutingSpec
 from serving.errors import ConfigError
+from serving.routing.cache_aware import CacheAwarePolicy
 from serving.routing.least_loaded import LeastLoadedPolicy
 from serving.routing.policy import RoutingPolicy
 from serving.routing.prefix_affinity import PrefixAffinityPolicy
@@ -22,6 +23,7 @@ POLICIES: Mapping[RoutingPolicyName, type[RoutingPolicy]] = MappingProxyType(
         RoutingPolicyName.PREFIX_AFFINITY: PrefixAffinityPolicy,
         RoutingPolicyName.SESSION: SessionPolicy,
         RoutingPolicyName.ROUND_ROBIN: RoundRobinPolicy,
+        RoutingPolicyName.CACHE_AWARE: CacheAwarePolicy,
     }
 )
 

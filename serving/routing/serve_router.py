@@ -39,10 +39,12 @@ from prometheus_client.registry import CollectorRegistry
 from ray.serve.config import RequestRouterConfig
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
-from serving.config.stack import RoutingSpec
+from serving.config.stack import RoutingPolicyName, RoutingSpec
 from serving.engine.protocol import GenerationRequest
 from serving.errors import ServeoutError
 from serving.routing.core import Candidate, RouteTicket, RoutingCore
+from serving.routing.engine_cache import CacheView
+from serving.routing.kv_event_feed import KvEventFeed
 from serving.routing.metrics import RouterMetrics, routing_collector
 from serving.routing.policy import RoutingRequest, engine_stats_from_routing_stats
 from serving.routing.registry import build_policy, parse_routing_spec
@@ -87,6 +89,7 @@ class ServeoutRequestRouter(RequestRouter):
         super().__init__(*args, **kwargs)
         self._core: RoutingCore | None = None
         self._spec: RoutingSpec | None = None
+        self._kv_events: KvEventFeed | None = None
 
     def initialize_state(
         self,
@@ -104,7 +107,8 @@ class ServeoutRequestRouter(RequestRouter):
         metrics = RouterMetrics(deployment_label or self._deployment_id.name, engine_view=engine_view)
         routing_collector(registry).attach(metrics)
         self._spec = routing_spec
-        self._core = RoutingCore(build_policy(routing_spec), metrics)
+        self._follow_kv_events(routing_spec)
+        self._core = RoutingCore(build_policy(routing_spec), metrics, cache_views=self._cache_view)
         log.info("routing %s with %s", metrics.deployment, routing_spec.policy)
         if self._replicas_list:
             self._sync_core(self._replicas_list)
@@ -126,10 +130,24 @@ class ServeoutRequestRouter(RequestRouter):
         if self._core is not None:
             self._sync_core(self._replicas_list)
 
+    def _follow_kv_events(self, spec: RoutingSpec) -> None:
+        """Follow the engines' KV cache events while the policy reads them (cache-aware)."""
+        wanted = spec.policy is RoutingPolicyName.CACHE_AWARE
+        feed = self._kv_events
+        if feed is not None and (not wanted or feed.block_tokens != spec.prefix_block_tokens):
+            feed.follow({})  # drops every subscription
+            self._kv_events = feed = None
+        if wanted and feed is None:
+            self._kv_events = KvEventFeed(spec.prefix_block_tokens)
+
+    def _cache_view(self, replica_id: str) -> CacheView | None:
+        return self._kv_events.view(replica_id) if self._kv_events is not None else None
+
     def _sync_core(self, replicas: list[RunningReplica]) -> None:
-        self.routing.update_replicas(
-            {r.replica_id.unique_id: engine_stats_from_routing_stats(r.routing_stats) for r in replicas}
-        )
+        stats = {r.replica_id.unique_id: engine_stats_from_routing_stats(r.routing_stats) for r in replicas}
+        self.routing.update_replicas(stats)
+        if self._kv_events is not None:
+            self._kv_events.follow({rid: s.kv_events_endpoint if s is not None else None for rid, s in stats.items()})
 
     async def choose_replicas(
         self,
@@ -147,7 +165,9 @@ class ServeoutRequestRouter(RequestRouter):
             ticket = None
         elif ticket.spec is not None and ticket.spec != self._spec:
             self._spec = ticket.spec  # the caller's settings changed: its policy from now on
+            self._follow_kv_events(ticket.spec)
             self.routing.use_policy(build_policy(ticket.spec))
+            self._sync_core(self._replicas_list)
             log.info("routing %s with %s", self.routing.metrics.deployment, ticket.spec.policy)
         candidates = [Candidate(replica_id, self._queue_len(replica, polled=ticket is not None))
                       for replica_id, replica in by_id.items()]

@@ -24,3 +24,10 @@ class FakeStepModel:
 
     def decode_time(self, num_seqs: int, context: int) -> float:
         return 0.01 + 0.001 * num_seqs
+
+
+class FakeCharTokenizer:
+    """A tokenizer of one token per character (a fake: real ids need a model's tokenizer)."""
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [ord(c) for c in text]

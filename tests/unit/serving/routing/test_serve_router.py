@@ -15,7 +15,7 @@ from ray.serve.request_router import PendingRequest
 from serving.config.stack import RoutingSpec
 from serving.engine.protocol import EngineStats, GenerationRequest, SamplingSettings
 from serving.routing.policy import Ranking, RoutingPolicy
-from serving.routing.core import RouteTicket
+from serving.routing.core import Candidate, RouteTicket
 from serving.routing.serve_router import (
     AVOID_REPLICA_KWARG,
     ROUTE_TICKET_KWARG,
@@ -310,5 +310,33 @@ def test_out_of_band_requests_see_the_engines_polled_load():
         for i in range(4):  # no queue probes out of band: the engines' own counts decide
             ranks = await router.choose_replicas([busy, idle], pending(f"q{i}", kwargs={ROUTE_TICKET_KWARG: RouteTicket()}))
             assert ranks[0][0] is idle
+
+    asyncio.run(scenario())
+
+
+def test_the_router_follows_the_engines_kv_events_only_while_its_policy_is_cache_aware():
+    async def scenario():
+        # Endpoints nobody listens on: a ZMQ SUB connects lazily, so following them is
+        # harmless; what matters is which replicas the router follows, and when.
+        stats = {rid: EngineStats(rid, kv_events_endpoint=f"tcp://127.0.0.1:{port}")
+                 for rid, port in (("r1", 1), ("r2", 2))}
+        replicas = [FakeRunningReplica(rid, s) for rid, s in stats.items()] + [FakeRunningReplica("r3")]
+        router = make_router("cache-aware", CollectorRegistry(), prefix_block_tokens=4)
+        router.update_replicas(replicas)
+        feed = router._kv_events
+        assert feed is not None and feed.view("r1") is not None and feed.view("r2") is not None
+        assert feed.view("r3") is None  # it publishes nothing: the policy uses its own record there
+        loads = router.routing.loads([Candidate("r1"), Candidate("r3")])
+        assert loads[0].cache is feed.view("r1") and loads[1].cache is None
+
+        switch = RouteTicket(RoutingSpec(policy="least-loaded"))
+        await router.choose_replicas(replicas, pending("a", kwargs={ROUTE_TICKET_KWARG: switch}))
+        assert router._kv_events is None and router.routing.loads([Candidate("r1")])[0].cache is None
+        await settle()
+
+        back = RouteTicket(RoutingSpec(policy="cache-aware", prefix_block_tokens=4))
+        await router.choose_replicas(replicas, pending("b", kwargs={ROUTE_TICKET_KWARG: back}))
+        assert router._kv_events is not None and router._kv_events.view("r2") is not None
+        await router._kv_events.close()
 
     asyncio.run(scenario())
