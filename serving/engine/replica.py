@@ -66,7 +66,7 @@ class EngineReplica:
             return NullEngine(config.backend, config.engine, self.replica_id)
         if config.model.accelerator is AcceleratorKind.CPU:
             tp = config.model.tensor_parallel_size
-            per_rank = config.cpus_per_rank or max(1, len(node_cores) // (config.max_replicas * tp))
+            per_rank = config.cpus_per_rank or max(1, len(node_cores) // ((config.max_replicas or 1) * tp))
             self._bind(plan_binding(local_rank=local_rank, tensor_parallel_size=tp,
                                     cores_per_rank=per_rank, node_cores=node_cores))
         os.environ.setdefault("VLLM_HOST_IP", ray.util.get_node_ip_address())

@@ -5,9 +5,10 @@ the default model.
 Tests ask for a configuration with ``stack.ensure(...)``; the app is redeployed only
 when the configuration changes. A change of routing, gateway, keys or autoscaling
 settings reconfigures the running engines in place; a change of what an engine is built
-from (the model, its engine settings, the replica count, the mode) restarts them (~1-2
-min here), so modules that share an engine run back to back
-(see ``pytest_collection_modifyitems``). A test that leaves the app drained calls
+from (the model, its engine settings, the mode, the cores of a replica) restarts them
+(~1-2 min here), so modules that share an engine run back to back (see
+``pytest_collection_modifyitems``). The tests fix the cores per rank
+(``settings.replicas``): a new replica count then only adds or stops replicas. A test that leaves the app drained calls
 ``stack.forget()``: the next ``ensure`` starts it afresh.
 """
 
