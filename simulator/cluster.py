@@ -41,22 +41,12 @@ from serving.routing.prefix_index import block_hashes
 from simulator.autoscaler import ServeAutoscaler
 from simulator.config import SimulationConfig
 from simulator.engine import ReplicaSetup
-from simulator.errors import SimulatorError
 from simulator.replica import Replica, Seq
 from simulator.token_gaps import TokenGaps
 from simulator.traffic import StageTraffic
 
 TURN, ARRIVAL, STEP, TICK, READY, ANSWERED = range(6)  # ANSWERED: the client has read an answer's end
 
-
-def run_sync(coroutine):
-    """Run a coroutine that never awaits (the routing policies' ``rank``) to its result."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    coroutine.close()
-    raise SimulatorError("a routing policy awaited something; the simulator cannot run it")
 
 
 class Flight:
@@ -247,7 +237,7 @@ class ClusterSim:
         live = {h.id: h for h in self.hosts if h.live}
         candidates = [self._candidate(h.id, len(h.flights)) for h in live.values()]
         request = self._request(f)
-        order = run_sync(self.core.choose(request, candidates))
+        order = self.core.choose(request, candidates)
         for replica_id in order:
             host = live[replica_id]
             if len(host.flights) < self.setup.max_ongoing:

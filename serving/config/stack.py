@@ -10,7 +10,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from serving.config.drain import DrainSpec
-from serving.config.model_spec import EngineSettings, ModelSpec, Strict
+from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelSpec, Strict
 
 
 class RoutingPolicyName(enum.StrEnum):
@@ -237,7 +237,10 @@ class EngineReplicaConfig(Strict):
     model_path: Path
     engine: EngineSettings
     cpus_per_rank: int | None
-    max_replicas: int
+    max_replicas: int | None = None
+    """The most replicas that share a node's cores, when that decides a replica's cores
+    (a CPU vLLM engine without ``cpus_per_rank``); else ``None``, so that a change of
+    replica count restarts no running engine."""
     backend: EngineBackend = VllmBackend()
 
 
@@ -325,6 +328,12 @@ class StackConfig(Strict):
             model_path=self.model_path,
             engine=self.engine_settings,
             cpus_per_rank=self.replicas.cpus_per_rank,
-            max_replicas=self.max_replica_count,
+            max_replicas=self.max_replica_count if self._cores_follow_replica_count else None,
             backend=self.engine_backend,
         )
+
+    @property
+    def _cores_follow_replica_count(self) -> bool:
+        """A replica's cores are the node's divided by the most replicas (CPU vLLM, no ``cpus_per_rank``)."""
+        return (self.model.accelerator is AcceleratorKind.CPU and self.replicas.cpus_per_rank is None
+                and isinstance(self.engine_backend, VllmBackend))

@@ -2,10 +2,10 @@
 
 Each engine replica must own its cores: with the default binding every engine on a
 node binds to the same core (measured here: two replicas on one core, the other
-idle). A replica with local rank ``r``, ``tp`` tensor-parallel ranks and ``c``
-cores per rank gets cores ``[r*tp*c, (r+1)*tp*c)`` of the node (wrapping when the
-node is oversubscribed), one ``|``-separated group per TP rank, the format of
-``VLLM_CPU_OMP_THREADS_BIND``.
+idle). A replica in core slot ``s`` (:mod:`serving.engine.core_slots`), with ``tp``
+tensor-parallel ranks and ``c`` cores per rank, gets cores ``[s*tp*c, (s+1)*tp*c)`` of
+the node (wrapping when the node is oversubscribed), one ``|``-separated group per TP
+rank, the format of ``VLLM_CPU_OMP_THREADS_BIND``.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ class CpuBinding:
 
 
 def plan_binding(
-    *, local_rank: int, tensor_parallel_size: int, cores_per_rank: int, node_cores: list[int]
+    *, slot: int, tensor_parallel_size: int, cores_per_rank: int, node_cores: list[int]
 ) -> CpuBinding:
     """The cores a replica should use (pure; see the module docstring)."""
     if not node_cores:
         raise ValueError("no CPU cores available to bind")
     cores = sorted(node_cores)
     per_replica = tensor_parallel_size * cores_per_rank
-    start = local_rank * per_replica
+    start = slot * per_replica
     picked = [cores[(start + i) % len(cores)] for i in range(per_replica)]
     groups = tuple(
         tuple(picked[r * cores_per_rank : (r + 1) * cores_per_rank])

@@ -32,6 +32,7 @@ from ray import serve
 from serving.autoscaling import QUEUE_DEPTH_METRIC
 from serving.config.model_spec import AcceleratorKind
 from serving.config.stack import EngineReplicaConfig, NullBackend
+from serving.engine.core_slots import CoreSlot, claim_core_slot
 from serving.engine.cpu_binding import CpuBinding, apply_binding, plan_binding
 from serving.engine.null_engine import NullEngine
 from serving.engine.protocol import Engine, EngineStats, GenerationChunk, GenerationRequest
@@ -52,22 +53,23 @@ class EngineReplica:
     def __init__(self, config: EngineReplicaConfig) -> None:
         context = serve.get_replica_context()
         self.replica_id = context.replica_tag
-        self._engine = self._start_engine(config, _local_rank(context))
+        self._core_slot: CoreSlot | None = None  # held for the replica's life (CPU engines)
+        self._engine = self._start_engine(config)
         self._watchdog: asyncio.Task | None = None
         self._exit: asyncio.Task | None = None
         self._stopping = False
         log.info("engine replica %s ready", self.replica_id)
 
-    def _start_engine(self, config: EngineReplicaConfig, local_rank: int) -> Engine:
+    def _start_engine(self, config: EngineReplicaConfig) -> Engine:
         node_cores = sorted(os.sched_getaffinity(0))
         if isinstance(config.backend, NullBackend):  # one core, whatever the model spec says
-            self._bind(plan_binding(local_rank=local_rank, tensor_parallel_size=1, cores_per_rank=1,
+            self._bind(plan_binding(slot=self._claim_core_slot(), tensor_parallel_size=1, cores_per_rank=1,
                                     node_cores=node_cores))
             return NullEngine(config.backend, config.engine, self.replica_id)
         if config.model.accelerator is AcceleratorKind.CPU:
             tp = config.model.tensor_parallel_size
-            per_rank = config.cpus_per_rank or max(1, len(node_cores) // (config.max_replicas * tp))
-            self._bind(plan_binding(local_rank=local_rank, tensor_parallel_size=tp,
+            per_rank = config.cpus_per_rank or max(1, len(node_cores) // ((config.max_replicas or 1) * tp))
+            self._bind(plan_binding(slot=self._claim_core_slot(), tensor_parallel_size=tp,
                                     cores_per_rank=per_rank, node_cores=node_cores))
         os.environ.setdefault("VLLM_HOST_IP", ray.util.get_node_ip_address())
         from serving.engine.vllm_engine import VllmEngine, engine_args
@@ -75,6 +77,10 @@ class EngineReplica:
         tools = config.model.tool_calling
         return VllmEngine(engine_args(config.model, config.model_path, config.engine), self.replica_id,
                           tool_parser=tools.parser if tools else None)
+
+    def _claim_core_slot(self) -> int:
+        self._core_slot = claim_core_slot()
+        return self._core_slot.index
 
     def _bind(self, binding: CpuBinding) -> None:
         apply_binding(binding)
@@ -179,7 +185,3 @@ def _is_engine_core(process: psutil.Process) -> bool:
     except psutil.Error:
         return False
 
-
-def _local_rank(context) -> int:
-    rank = getattr(context, "rank", None)
-    return int(getattr(rank, "local_rank", rank or 0))

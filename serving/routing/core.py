@@ -99,7 +99,7 @@ class RoutingCore:
             for c in candidates
         ]
 
-    async def choose(
+    def choose(
         self, request: RoutingRequest, candidates: Sequence[Candidate], *, generation: bool = True
     ) -> tuple[str, ...]:
         """Rank ``candidates`` for a request and assign it to the first; a retry re-ranks.
@@ -110,7 +110,7 @@ class RoutingCore:
         healthy = [c for c in candidates if c.replica_id not in self._failed]
         # Every candidate failed: rank them anyway, so the request fails fast (and says
         # why) instead of waiting in Serve's queue for a replacement.
-        ranking = await policy.rank(request, self.loads(healthy or candidates))
+        ranking = policy.rank(request, self.loads(healthy or candidates))
         if ranking.order:
             assignment = Assignment(ranking.order[0], policy.name, ranking.decision, generation)
             self._assignments.assign(request.request_id, assignment)

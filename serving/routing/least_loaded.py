@@ -47,5 +47,5 @@ class LeastLoadedPolicy(RoutingPolicy):
     def from_spec(cls, spec: RoutingSpec, *, rng: random.Random | None = None) -> Self:
         return cls(rng=rng)
 
-    async def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
+    def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
         return Ranking(power_of_two_order(replicas, self._rng), RoutingDecision.LEAST_LOADED)

@@ -93,7 +93,7 @@ class Ranking:
 
 
 class RoutingPolicy(abc.ABC):
-    """Base of every routing policy: one async ``rank`` plus two optional hooks.
+    """Base of every routing policy: one synchronous ``rank`` plus two optional hooks.
 
     Policies are driven from a single event loop (the router's); they need no
     locks. Subclasses set :attr:`name` and are registered in
@@ -108,7 +108,7 @@ class RoutingPolicy(abc.ABC):
         """The policy configured from ``spec`` (``rng`` seeds random choices, for tests)."""
 
     @abc.abstractmethod
-    async def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
+    def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
         """Order ``replicas`` for ``request`` (an empty ``replicas`` gives an empty order)."""
 
     def on_routed(self, request: RoutingRequest, replica_id: str) -> None:

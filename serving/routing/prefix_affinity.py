@@ -80,7 +80,7 @@ class PrefixAffinityPolicy(RoutingPolicy):
         """The block index (read it; record through routing)."""
         return self._index
 
-    async def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
+    def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
         if not replicas:
             return Ranking((), RoutingDecision.PREFIX_MISS)
         hashes = block_hashes(request.prompt_token_ids, self._block_tokens)

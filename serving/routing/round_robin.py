@@ -27,7 +27,7 @@ class RoundRobinPolicy(RoutingPolicy):
     def from_spec(cls, spec: RoutingSpec, *, rng: random.Random | None = None) -> Self:
         return cls(start=(rng or random.Random()).randrange(1 << 16))
 
-    async def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
+    def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
         ids = sorted(r.replica_id for r in replicas)
         if not ids:
             return Ranking((), RoutingDecision.ROUND_ROBIN)

@@ -177,7 +177,7 @@ class ServeoutRequestRouter(RequestRouter):
         request = routing_request(pending_request)
         watch_cancel = not self.routing.is_tracking(request.request_id)
         try:
-            order = await self.routing.choose(
+            order = self.routing.choose(
                 request, candidates, generation=is_generation(pending_request)
             )
         except Exception:  # a policy bug must not strand the request in Serve's queue

@@ -50,7 +50,7 @@ class SessionPolicy(RoutingPolicy):
     def from_spec(cls, spec: RoutingSpec, *, rng: random.Random | None = None) -> Self:
         return cls(rng=rng)
 
-    async def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
+    def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
         if not request.session_id:
             return Ranking(power_of_two_order(replicas, self._rng), RoutingDecision.LEAST_LOADED)
         order = self._ring_of(replicas).walk(request.session_id)

@@ -5,9 +5,10 @@ the default model.
 Tests ask for a configuration with ``stack.ensure(...)``; the app is redeployed only
 when the configuration changes. A change of routing, gateway, keys or autoscaling
 settings reconfigures the running engines in place; a change of what an engine is built
-from (the model, its engine settings, the replica count, the mode) restarts them (~1-2
-min here), so modules that share an engine run back to back
-(see ``pytest_collection_modifyitems``). A test that leaves the app drained calls
+from (the model, its engine settings, the mode, the cores of a replica) restarts them
+(~1-2 min here), so modules that share an engine run back to back (see
+``pytest_collection_modifyitems``). The tests fix the cores per rank
+(``settings.replicas``): a new replica count then only adds or stops replicas. A test that leaves the app drained calls
 ``stack.forget()``: the next ``ensure`` starts it afresh.
 """
 
@@ -59,16 +60,26 @@ class Stack:
 
 
 def pytest_collection_modifyitems(items):
-    """Run integration modules in the order that minimises redeploys."""
+    """Run integration modules in the order that minimises engine starts (an entry
+    ``module::test`` places one test of a module on its own; the rest keep file order)."""
     order = {name: i for i, name in enumerate([
         # The base engines (2 replicas of the default model), reconfigured in place:
         "test_cli", "test_api", "test_errors", "test_openai_features", "test_disconnect", "test_overload",
         "test_loadtest", "test_auth",
-        "test_routing", "test_direct_path", "test_faults", "test_autoscaling", "test_drain",
+        "test_routing", "test_direct_path", "test_faults",
+        # 2 -> 1 replica under load, 1 -> 2 -> 1 autoscaled, then the drain of the last one:
+        "test_drain::test_scaling_down_under_load_loses_no_stream", "test_autoscaling", "test_drain",
         # other engines:
         "test_gateway_scale_out", "test_tensor_parallel", "test_sweep",
     ])}
-    items.sort(key=lambda item: order.get(Path(str(item.fspath)).stem, 99) if "integration" in str(item.fspath) else -1)
+
+    def place(item) -> int:
+        if "integration" not in str(item.fspath):
+            return -1
+        module = Path(str(item.fspath)).stem
+        return order.get(f"{module}::{item.originalname}", order.get(module, 99))
+
+    items.sort(key=place)
 
 
 @pytest.fixture(scope="session")

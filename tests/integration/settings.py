@@ -7,8 +7,17 @@ from tests.paths import REPO
 MODEL = "smollm2-135m-instruct"
 PORT = int(os.environ.get("SERVEOUT_TEST_PORT", "8000"))
 
+
+
+def replicas(count: int) -> dict:
+    """``count`` engine replicas of one core each. The cores per rank are fixed, so a
+    change of ``count`` alone restarts no running engine (Serve adds or stops replicas),
+    and a sweep candidate of the same size reuses the engines already running."""
+    return {"num_replicas": count, "cpus_per_rank": 1}
+
+
 # The base configuration most integration tests share: two replicas (one core each).
-BASE = {"replicas": {"num_replicas": 2}, "gateway": {"max_in_flight": 24, "port": PORT}}
+BASE = {"replicas": replicas(2), "gateway": {"max_in_flight": 24, "port": PORT}}
 
 # A short real sweep of the default model (1 and 2 replicas, TP 1): seconds per point.
 SWEEP_SPEC = {

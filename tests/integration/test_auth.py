@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.metrics_reading import wait_until
-from tests.integration.settings import MODEL, PORT
+from tests.integration.settings import BASE, MODEL, PORT
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ def keys_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def auth_stack(stack, keys_file):
     path = keys_file
-    stack.ensure({"replicas": {"num_replicas": 2},
+    stack.ensure({"replicas": BASE["replicas"],
                   "gateway": {"port": PORT, "max_in_flight": LIMIT, "api_keys_file": str(path),
                               # the light key stays active through the whole fairness test
                               "fair_share_window_s": 120}})

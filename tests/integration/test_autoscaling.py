@@ -10,13 +10,13 @@ import httpx
 import pytest
 
 from tests.integration.metrics_reading import by_label, wait_until
-from tests.integration.settings import BASE, MODEL
+from tests.integration.settings import BASE, MODEL, replicas
 
 pytestmark = pytest.mark.integration
 
 AUTOSCALE = {
     **BASE,
-    "replicas": {"num_replicas": 1},
+    "replicas": replicas(1),
     "autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 2, "target_queue_per_replica": 4,
                     "upscale_delay_s": 2, "downscale_delay_s": 10, "look_back_period_s": 3,
                     "metrics_interval_s": 0.5},

@@ -1,11 +1,12 @@
 """Graceful drain on the real stack, with the official openai client.
 
 1. Scale-down under load: streams running on 2 engine replicas while the app is
-   redeployed with 1 (through ``Stack.ensure``, like every other test; a redeploy
-   replaces every replica, the gateway's too). Every stream either completes with all
-   its tokens and a finish reason, or ends with an error the client sees; none is cut
-   short silently. The old engine replicas were stopping while streams still ran
-   (else the test proved nothing), and ``/health`` is 200 afterwards.
+   redeployed with 1 (through ``Stack.ensure``, like every other test; the cores per
+   rank are fixed, so Serve stops one replica, which is its streams' gateway too, and
+   keeps the other). Every stream either completes with all its tokens and a finish
+   reason, or ends with an error the client sees; none is cut short silently. The
+   stopping replica still had streams running when it began to stop (else the test
+   proved nothing), and ``/health`` is 200 afterwards.
 2. Shutdown: the gateway is drained (``drain_gateway``, what the owner of the app calls
    before ``serve.shutdown``) while short and long streams run: ``/health`` answers 503
    draining, a new request 503 ``server_draining`` with Retry-After, the short streams
@@ -29,7 +30,7 @@ from ray import serve
 from serving.app_builder import ENGINE_DEPLOYMENT
 from serving.gateway.ingress import drain_gateway
 from tests.integration.metrics_reading import by_label, wait_until
-from tests.integration.settings import BASE, MODEL
+from tests.integration.settings import BASE, MODEL, replicas
 
 pytestmark = pytest.mark.integration
 
@@ -139,7 +140,7 @@ def test_scaling_down_under_load_loses_no_stream(stack):
         watcher = pool.submit(watch)
         redeploy_at = time.monotonic()
         try:
-            stack.ensure({**BASE, "replicas": {"num_replicas": 1}})  # blocks until healthy again
+            stack.ensure({**BASE, "replicas": replicas(1)})  # blocks until healthy again
             outcomes = [f.result(timeout=END_TIMEOUT_S) for f in futures]
         finally:
             watching.set()
@@ -158,7 +159,7 @@ def test_scaling_down_under_load_loses_no_stream(stack):
 
 @pytest.mark.timeout(900)
 def test_a_draining_gateway_refuses_new_work_and_bounds_the_rest(stack):
-    config = stack.ensure({**BASE, "replicas": {"num_replicas": 1}})
+    config = stack.ensure({**BASE, "replicas": replicas(1)})
     url = stack.url
     try:
         with ThreadPoolExecutor(5) as pool:

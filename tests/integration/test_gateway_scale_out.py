@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from serving.gateway.ingress import drain_gateway
 from tests.integration.metrics_reading import wait_until
-from tests.integration.settings import BASE, MODEL
+from tests.integration.settings import BASE, MODEL, replicas
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ BOUND = 8
 GATEWAYS = 2
 TOKENS_PER_S = 20.0
 MAX_TOKENS = 80  # ~4 s per stream: all are in flight together
-CONFIG = {**BASE, "replicas": {"num_replicas": 1},
+CONFIG = {**BASE, "replicas": replicas(1),
           "engine_backend": {"kind": "null", "tokens_per_s": TOKENS_PER_S},
           "gateway": {**BASE["gateway"], "mode": "separate", "replicas": GATEWAYS, "max_in_flight": BOUND}}
 

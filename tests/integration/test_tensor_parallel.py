@@ -24,7 +24,7 @@ from sweep.measure.serveout import ServeoutMeasurer
 from sweep.report.folder import ResultsFolder
 from sweep.search.loop import run_sweep
 from sweep.spec.files import load_price_table, load_sweep_spec
-from tests.integration.settings import PORT, SWEEP_SPEC
+from tests.integration.settings import PORT, SWEEP_SPEC, replicas
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,7 @@ MAX_TOKENS = 24
 @pytest.fixture(scope="module")
 def tp_stack(stack):
     stack.store.prepare(TP_MODEL)  # seeded random weights, built here (cached afterwards)
-    config = stack.ensure({"model": TP_MODEL, "replicas": {"num_replicas": 1}, "gateway": {"port": PORT}})
+    config = stack.ensure({"model": TP_MODEL, "replicas": replicas(1), "gateway": {"port": PORT}})
     assert config.model.tensor_parallel_size == 2
     return stack
 

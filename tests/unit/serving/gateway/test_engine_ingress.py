@@ -32,6 +32,14 @@ def test_settings_keep_the_engine_version_and_what_builds_an_engine_changes_it()
     assert engine_version(from_cli(["--replicas", "1"])) != base  # cores per replica change
 
 
+def test_a_replica_count_change_restarts_no_engine_when_the_cores_per_rank_are_fixed():
+    pinned = engine_version(from_cli(["--replicas", "2", "--cpus-per-rank", "1"]))
+    assert engine_version(from_cli(["--replicas", "3", "--cpus-per-rank", "1"])) == pinned
+    assert engine_version(from_cli(["--replicas", "2", "--cpus-per-rank", "2"])) != pinned
+    on_gpu = ["--model", "llama-3.1-8b-instruct"]  # GPU replicas bind no cores
+    assert engine_version(from_cli([*on_gpu, "--replicas", "4"])) == engine_version(from_cli([*on_gpu, "--replicas", "5"]))
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--gateway-mode", "in-engine"], "replaced by direct"),
     (["--gateway-replicas", "2"], "gateway.mode direct runs the gateway in every engine replica"),

@@ -1,4 +1,3 @@
-import asyncio
 import random
 from collections import Counter
 
@@ -26,7 +25,7 @@ def prefix_core(threshold: int = 2) -> RoutingCore:
 
 
 def choose(core: RoutingCore, request: RoutingRequest, candidates=CANDIDATES, **kw) -> tuple[str, ...]:
-    return asyncio.run(core.choose(request, candidates, **kw))
+    return core.choose(request, candidates, **kw)
 
 
 def test_concurrent_first_requests_sharing_a_prefix_do_not_herd_onto_one_replica():

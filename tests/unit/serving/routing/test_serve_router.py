@@ -47,7 +47,7 @@ class FakeBrokenPolicy(RoutingPolicy):
     def from_spec(cls, spec, *, rng=None):
         return cls()
 
-    async def rank(self, request, replicas) -> Ranking:
+    def rank(self, request, replicas) -> Ranking:
         raise RuntimeError("bug")
 
 
