@@ -86,7 +86,7 @@ class CacheAwarePolicy(RoutingPolicy):
                    miss_weight=spec.miss_weight, queue_weight=spec.queue_weight,
                    max_blocks=spec.max_prefix_blocks, rng=rng)
 
-    async def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
+    def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
         if not replicas:
             return Ranking((), RoutingDecision.CACHE_MISS)
         tokens = len(request.prompt_token_ids)

@@ -3,7 +3,6 @@ stop a hit from costing the tail, bursts spread, and the router core feeds it.""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Sequence
 
@@ -129,7 +128,7 @@ def test_the_core_hands_each_replica_its_cache_view_and_reports_finishes():
     core.update_replicas({"a": None, "b": None})
     candidates = [Candidate("a", 0), Candidate("b", 0)]
     assert core.loads(candidates)[1].cache is views["b"]
-    order = asyncio.run(core.choose(request(0, DOC + (5,)), candidates))
+    order = core.choose(request(0, DOC + (5,)), candidates)
     assert order[0] == "b"
     core.on_finished("0")
     assert not core.policy._flights  # the policy heard the request end
