@@ -2,6 +2,7 @@
 default model on this box, each against the prefix-hit oracle of the same requests.
 
 Two workloads, each run under every policy on a fresh deployment (2 engine replicas,
+deleted after the run so that no policy inherits another's cache;
 ``--kv-cache-gib`` each, one gateway): the shared-prefix workload of
 ``benchmarks.routing_policies`` (48 prefixes of ~1k tokens, each asked twice), and
 multi-turn conversations that resend their history with no session header (each
@@ -167,6 +168,9 @@ def measure(cluster: LocalCluster, policy: str, workload: str, args: argparse.Na
             ttfts, prompts = asyncio.run(run_conversations(url, openers, args.turns, args.concurrency, args.max_tokens))
         time.sleep(3)  # replica stats reach the gateway one period later
         after = engine_totals(url)
+    # A routing change alone would reconfigure the running engines, whose caches hold
+    # this run's prompts: the next run starts on fresh engines instead.
+    cluster.undeploy(config.app_name)
     hits = after.get("serveout_engine_prefix_cache_hits_total", 0) - before.get("serveout_engine_prefix_cache_hits_total", 0)
     queries = (after.get("serveout_engine_prefix_cache_queries_total", 0)
                - before.get("serveout_engine_prefix_cache_queries_total", 0))

@@ -77,6 +77,9 @@ def measure_policy(cluster: LocalCluster, policy: str, gateways: int, bodies: li
         figures = asyncio.run(run_bodies(url, bodies, concurrency=concurrency))
         time.sleep(3)  # replica stats reach the gateway one period later
         after = engine_totals(url)
+    # A new policy alone would reconfigure the running engines, whose caches hold this
+    # run's prefixes: the next policy starts on fresh engines instead.
+    cluster.undeploy(config.app_name)
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     hits = delta.get("serveout_engine_prefix_cache_hits_total", 0)
     queries = delta.get("serveout_engine_prefix_cache_queries_total", 0)
