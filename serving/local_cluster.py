@@ -26,6 +26,7 @@ import httpx
 
 from serving.config.stack import StackConfig
 from serving.errors import ClusterError
+from serving.pickle_by_value import count_by_value_registrations
 
 logger = logging.getLogger("serveout")
 
@@ -108,6 +109,7 @@ class LocalCluster:
         import ray
         from ray import serve
 
+        count_by_value_registrations()  # serve.run beside a handle in this process
         self._temp_dir = Path(tempfile.mkdtemp(prefix="serveout-ray-"))
         ray.init(
             num_cpus=num_cpus,
@@ -133,22 +135,13 @@ class LocalCluster:
         failure: list[BaseException] = []
 
         def run() -> None:
-            for attempt in range(3):
-                try:
-                    # No access log line per request in the replicas (it costs CPU on the
-                    # request path; serveout logs one structured line per request itself).
-                    serve.run(build_app(config), name=config.app_name, route_prefix="/",
-                              logging_config={"enable_access_log": False})
-                    return
-                except ValueError as exc:
-                    # Ray 2.60 race: Serve's handle thread in this process and serve.run
-                    # both (un)register cloudpickle by-value modules; retry on it.
-                    if "pickle by value" not in str(exc) or attempt == 2:
-                        failure.append(exc)
-                        return
-                except BaseException as exc:  # reported below, in the caller's thread
-                    failure.append(exc)
-                    return
+            try:
+                # No access log line per request in the replicas (it costs CPU on the
+                # request path; serveout logs one structured line per request itself).
+                serve.run(build_app(config), name=config.app_name, route_prefix="/",
+                          logging_config={"enable_access_log": False})
+            except BaseException as exc:  # reported below, in the caller's thread
+                failure.append(exc)
 
         runner = threading.Thread(target=run, name="serve-run", daemon=True)
         runner.start()
