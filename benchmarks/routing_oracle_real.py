@@ -143,7 +143,8 @@ async def run_single(url: str, bodies: list[dict], concurrency: int) -> tuple[li
 
 
 def oracle(prompts: list[list[dict]], tokenizer, kv_tokens: int) -> dict:
-    ids = [tuple(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True)) for m in prompts]
+    ids = [tuple(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True)["input_ids"])
+           for m in prompts]  # transformers 5 returns a BatchEncoding
     bound = prefix_bound(ids, replicas=2, capacity_blocks=kv_tokens // BLOCK, block_tokens=BLOCK)
     return {"hit_rate": bound.hit_rate, "binding": bound.binding}
 
@@ -179,7 +180,7 @@ def measure(cluster: LocalCluster, policy: str, workload: str, args: argparse.Na
     hit_rate = hits / queries if queries else 0.0
     return {"policy": policy, "workload": workload, "hit_rate": hit_rate, "oracle": bound,
             "vs_oracle": hit_rate / bound["hit_rate"] if bound["hit_rate"] else None, "requests": len(ttfts),
-            "ttft_p50_ms": percentile(ordered, 50), "ttft_p95_ms": percentile(ordered, 95)}
+            "ttft_p50_ms": percentile(ordered, 50), "ttft_p95_ms": percentile(ordered, 95), "prompts": prompts}
 
 
 def main(argv: list[str] | None = None) -> None:

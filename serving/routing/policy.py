@@ -64,7 +64,9 @@ class ReplicaLoad:
     has assigned to the replica and not seen finish, counting requests chosen but not
     yet sent, which closes the cold-start herd window) and ``serve_queue_len``
     (Serve's cached ongoing-request count for the replica, refreshed on every send,
-    completion and probe, covering every gateway's requests). ``engine`` (the
+    completion and probe, covering every gateway's requests; ``None`` for the requests
+    HAProxy carries, which Serve never probes for: each router then balances its own).
+    ``engine`` (the
     replica's polled stats) is kept for metrics only: it arrives about one poll
     period late, and using it as load was measured to pile requests on whichever
     replica had *just finished* work (least-loaded then ran at half the throughput

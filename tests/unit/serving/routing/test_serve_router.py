@@ -301,15 +301,19 @@ def test_a_ticket_reporting_a_dead_engine_keeps_requests_off_its_replica():
     asyncio.run(scenario())
 
 
-def test_out_of_band_requests_see_the_engines_polled_load():
+def test_out_of_band_requests_are_balanced_on_the_routers_own_count_not_on_polled_stats():
     async def scenario():
         router = make_router("least-loaded", CollectorRegistry())
-        busy = FakeRunningReplica("busy", EngineStats("busy", running=6, waiting=3))
-        idle = FakeRunningReplica("idle", EngineStats("idle"))
-        router.update_replicas([busy, idle])
-        for i in range(4):  # no queue probes out of band: the engines' own counts decide
-            ranks = await router.choose_replicas([busy, idle], pending(f"q{i}", kwargs={ROUTE_TICKET_KWARG: RouteTicket()}))
-            assert ranks[0][0] is idle
+        # Stats polled while "stale" was busy: up to a poll period old, they must not
+        # keep it idle now (that herded every request onto the other replica).
+        stale = FakeRunningReplica("stale", EngineStats("stale", running=6, waiting=3))
+        other = FakeRunningReplica("other", EngineStats("other"))
+        router.update_replicas([stale, other])
+        chosen = []
+        for i in range(4):  # no queue probes out of band: the router's own assignments decide
+            ranks = await router.choose_replicas([stale, other], pending(f"q{i}", kwargs={ROUTE_TICKET_KWARG: RouteTicket()}))
+            chosen.append(ranks[0][0].replica_id.unique_id)
+        assert sorted(chosen) == ["other", "other", "stale", "stale"]
 
     asyncio.run(scenario())
 
