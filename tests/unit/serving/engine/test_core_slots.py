@@ -13,7 +13,10 @@ def test_each_live_claim_holds_its_own_slot_and_a_released_one_is_taken_first(tm
     first.release()
     third = claim_core_slot(tmp_path)
     assert third.index == 0  # the lowest free slot, not the next number
-    assert claim_core_slot(tmp_path).index == 2
+    fourth = claim_core_slot(tmp_path)
+    assert fourth.index == 2
+    for slot in (second, third, fourth):
+        slot.release()
 
 
 def test_a_killed_process_frees_its_slot_for_the_next_replica(tmp_path):
@@ -23,7 +26,8 @@ def test_a_killed_process_frees_its_slot_for_the_next_replica(tmp_path):
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert claim_core_slot(tmp_path).index == 1  # slot 0 is the other process's
+        mine = claim_core_slot(tmp_path)
+        assert mine.index == 1  # slot 0 is the other process's
         holder.kill()
         holder.wait(timeout=10)
         deadline = time.monotonic() + 5
@@ -31,5 +35,7 @@ def test_a_killed_process_frees_its_slot_for_the_next_replica(tmp_path):
             slot.release()
             time.sleep(0.05)
         assert slot.index == 0
+        slot.release()
+        mine.release()
     finally:
         holder.kill()
