@@ -5,8 +5,9 @@ replica serving more than ``L = floor(load_cap x R / N)`` of the ``R`` requests 
 ``ceil(R / N)``). A replica's prefix cache holds at most ``C`` blocks (the simulator's
 128-token prefix units); a request hits the longest run of its leading blocks its
 replica holds, at most ``(prompt - 1) // block`` of them (the engine recomputes at
-least the last token), and afterwards its replica holds all its full blocks (evicting
-any others). Placement and eviction are free: the bound is above the best any router
+least the last token), and afterwards its replica holds all the full blocks of its
+prompt and of the tokens it generated, if given (evicting any others): vLLM caches
+generated tokens too, which a multi-turn conversation resends in its next prompt. Placement and eviction are free: the bound is above the best any router
 and any eviction policy can do, and the simulated engines (FIFO per replica, LRU
 eviction, blocks taken only once computed) do no better than the model.
 
@@ -51,16 +52,19 @@ from serving.routing.prefix_index import block_hashes
 
 @dataclass(frozen=True, slots=True)
 class BlockedRequest:
-    """A request as the bound sees it: its prompt's block hashes and how many it can hit."""
+    """A request as the bound sees it: the block hashes it leaves on its replica (its
+    prompt's, then its output's) and how many of the leading ones it can hit."""
 
     hashes: tuple[int, ...]
     hittable: int
     prompt_tokens: int
 
     @classmethod
-    def of(cls, prompt: Sequence[int], block_tokens: int) -> BlockedRequest:
-        hashes = block_hashes(prompt, block_tokens)
-        return cls(hashes, min(len(hashes), max(len(prompt) - 1, 0) // block_tokens), len(prompt))
+    def of(cls, prompt: Sequence[int], block_tokens: int, output: Sequence[int] = ()) -> BlockedRequest:
+        """``output``: the tokens the engine generated after ``prompt`` (their full blocks
+        stay cached; this request can hit none of them)."""
+        hashes = block_hashes((*prompt, *output), block_tokens)
+        return cls(hashes, min(len(prompt) // block_tokens, max(len(prompt) - 1, 0) // block_tokens), len(prompt))
 
 
 @dataclass(frozen=True)
@@ -152,11 +156,16 @@ def pooled_hits(requests: Sequence[BlockedRequest], capacity: int) -> int:
 
 
 def prefix_bound(prompts: Sequence[Sequence[int]], *, replicas: int, capacity_blocks: int,
-                 block_tokens: int, load_cap: float = 1.2) -> PrefixBound:
+                 block_tokens: int, load_cap: float = 1.2,
+                 outputs: Sequence[Sequence[int]] | None = None) -> PrefixBound:
     """The bound for ``prompts`` (token ids, in arrival order) on ``replicas`` replicas of
     ``capacity_blocks`` blocks of ``block_tokens`` tokens, each serving at most
-    ``load_cap`` x the mean request count."""
-    blocked = [BlockedRequest.of(p, block_tokens) for p in prompts]
+    ``load_cap`` x the mean request count. ``outputs`` (one per prompt): the tokens each
+    request generated, for engines that cache them (vLLM does; the simulator's do not)."""
+    if outputs is not None and len(outputs) != len(prompts):
+        raise ValueError(f"{len(outputs)} outputs for {len(prompts)} prompts")
+    outs = outputs if outputs is not None else [()] * len(prompts)
+    blocked = [BlockedRequest.of(p, block_tokens, o) for p, o in zip(prompts, outs, strict=True)]
     cap = load_cap_requests(len(blocked), replicas, load_cap)
     return PrefixBound(len(blocked), replicas, capacity_blocks, cap, block_tokens,
                        sum(r.prompt_tokens for r in blocked), load_capped_hits(blocked, cap),

@@ -18,11 +18,13 @@ from simulator.oracles.prefix_bound import (
 )
 
 
-def exact_optimum(prompts: list[tuple[int, ...]], replicas: int, capacity: int, load_cap: float) -> int:
+def exact_optimum(prompts: list[tuple[int, ...]], replicas: int, capacity: int, load_cap: float,
+                  outputs: list[tuple[int, ...]] | None = None) -> int:
     """The model's best hit count (blocks of one token), by exhaustive search: every
     placement within the load cap, and after each request every choice of which
-    earlier blocks its replica keeps (its own blocks always stay)."""
-    blocked = [BlockedRequest.of(p, 1) for p in prompts]
+    earlier blocks its replica keeps (its own blocks, prompt and output, always stay)."""
+    outputs = outputs or [()] * len(prompts)
+    blocked = [BlockedRequest.of(p, 1, o) for p, o in zip(prompts, outputs, strict=True)]
     cap = load_cap_requests(len(prompts), replicas, load_cap)
 
     @lru_cache(maxsize=None)
@@ -73,6 +75,26 @@ def random_case(rng: random.Random) -> tuple[list[tuple[int, ...]], int, int]:
 CASES = [random_case(random.Random(seed)) for seed in range(60)]
 
 
+def random_conversations(rng: random.Random) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], int, int]:
+    """Multi-turn chats, interleaved: each turn's prompt is the previous prompt, the
+    previous answer (the output) and a new question."""
+    chats = [[(200 + c,)] for c in range(rng.randint(1, 3))]
+    prompts, outputs = [], []
+    for _ in range(rng.randint(3, 5)):
+        chat = rng.choice(chats)
+        prompt = sum(chat, ())
+        output = (300 + len(prompts),) * rng.randint(0, 1)
+        prompts.append(prompt)
+        outputs.append(output)
+        chat.extend([output, (400 + len(prompts),)])
+    replicas = rng.randint(1, 2)
+    capacity = max(len(p) + len(o) for p, o in zip(prompts, outputs, strict=True)) + rng.randint(0, 2)
+    return prompts, outputs, replicas, capacity
+
+
+CHATS = [random_conversations(random.Random(seed)) for seed in range(30)]
+
+
 @pytest.mark.parametrize("prompts,replicas,capacity", CASES)
 def test_the_bound_is_never_below_the_best_placement_and_eviction(prompts, replicas, capacity):
     bound = prefix_bound(prompts, replicas=replicas, capacity_blocks=capacity, block_tokens=1)
@@ -89,6 +111,29 @@ def test_the_bound_is_tight_on_most_small_cases():
     # MIN keeps a prompt's later blocks without the earlier ones (not a prefix hit).
     assert tight >= 0.9 * len(gaps), gaps
     assert max(gaps) <= 3, gaps
+
+
+@pytest.mark.parametrize("prompts,outputs,replicas,capacity", CHATS)
+def test_with_outputs_the_bound_is_never_below_the_best_placement_and_eviction(prompts, outputs, replicas, capacity):
+    bound = prefix_bound(prompts, replicas=replicas, capacity_blocks=capacity, block_tokens=1, outputs=outputs)
+    assert bound.hit_blocks >= exact_optimum(prompts, replicas, capacity, 1.2, outputs)
+
+
+def test_with_outputs_the_bound_is_tight_on_most_small_conversations():
+    gaps = [prefix_bound(p, replicas=n, capacity_blocks=c, block_tokens=1, outputs=o).hit_blocks
+            - exact_optimum(p, n, c, 1.2, o) for p, o, n, c in CHATS]
+    assert sum(g == 0 for g in gaps) >= 0.9 * len(gaps), gaps
+
+
+def test_a_turn_can_hit_the_blocks_its_previous_answer_left():
+    # Turn 1: prompt (1, 2), answer (3, 4); turn 2 resends 1 2 3 4 and asks 5.
+    prompts, outputs = [(1, 2), (1, 2, 3, 4, 5)], [(3, 4), ()]
+    with_outputs = prefix_bound(prompts, replicas=1, capacity_blocks=8, block_tokens=1, outputs=outputs)
+    assert with_outputs.hit_blocks == 4 == exact_optimum(prompts, 1, 8, 1.2, outputs)
+    # Without them the bound allows only the prompt's two blocks: below what vLLM reaches.
+    assert prefix_bound(prompts, replicas=1, capacity_blocks=8, block_tokens=1).hit_blocks == 2
+    with pytest.raises(ValueError):
+        prefix_bound(prompts, replicas=1, capacity_blocks=8, block_tokens=1, outputs=[()])
 
 
 def test_a_shared_prefix_spread_by_the_load_cap_misses_once_per_replica_it_needs():
