@@ -204,8 +204,10 @@ def autoscaling_part(args: argparse.Namespace) -> dict:
     base = SimulationConfig(hardware="h200", model=stack.model, tensor_parallel=4,
                             routing=RoutingSpec(policy=RoutingPolicyName.LEAST_LOADED), max_in_flight=stack.max_in_flight)
     start = replica_setup(base).replica_start_s
-    variants = [(f"queue-depth, target {t:g}", stack.autoscaling.model_copy(update={"target_queue_per_replica": t}))
-                for t in args.targets]
+    delays = args.downscale_delays or [stack.autoscaling.downscale_delay_s]
+    variants = [(f"queue-depth, target {t:g}, downscale {d:g} s",
+                 stack.autoscaling.model_copy(update={"target_queue_per_replica": t, "downscale_delay_s": d}))
+                for t in args.targets for d in delays]
     variants += [(f"trend, target {t:g}, horizon {start + stack.autoscaling.upscale_delay_s:g} s",
                   stack.autoscaling.model_copy(update={"target_queue_per_replica": t,
                                                        "trend_horizon_s": start + stack.autoscaling.upscale_delay_s}))
@@ -278,6 +280,8 @@ def main() -> None:
     parser.add_argument("--day-duration", default="24h", help="the day's length in simulated time (1h: 24x compressed)")
     parser.add_argument("--targets", type=_floats, default=[128.0, 48.0], help="queue-depth targets")
     parser.add_argument("--trend-targets", type=_floats, default=[128.0], help="trend policy targets")
+    parser.add_argument("--downscale-delays", type=_floats, default=[],
+                        help="queue-depth downscale delays to try (s; default the stack's)")
     parser.add_argument("--capacities", type=_floats, default=[7.0, 8.0],
                         help="clairvoyant capacities (req/s per replica)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "routing_oracle.json")
