@@ -137,8 +137,9 @@ class EngineSettings(Strict):
     )
     structured_outputs: StructuredOutputSettings = StructuredOutputSettings()
     kv_cache_events: bool = Field(
-        False, description="publish vLLM's KV cache events (ZMQ on the node's address) so the cache-aware "
-        "router follows what this engine caches"
+        True, description="publish vLLM's KV cache events (ZMQ on the node's address, block hashes only, "
+        "no authentication) so the cache-aware router follows what this engine caches; off: it "
+        "routes on its own record of where it sent each prefix"
     )
 
 

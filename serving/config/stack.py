@@ -26,7 +26,9 @@ class RoutingPolicyName(enum.StrEnum):
 class RoutingSpec(Strict):
     """How the gateway picks an engine replica for each request."""
 
-    policy: RoutingPolicyName = RoutingPolicyName.LEAST_LOADED
+    policy: RoutingPolicyName = Field(
+        RoutingPolicyName.CACHE_AWARE, description="cache-aware: prefix hits weighed against queues "
+        "(docs/serving.md, 'Routing policies', for why it is the default)")
     prefix_block_tokens: int = Field(
         128, ge=1, description="prefix hashing block; align with the engine's KV block size"
     )

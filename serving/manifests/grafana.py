@@ -23,6 +23,9 @@ MIB = 1024 * 1024
 """``ray_node_gram_*`` are MiB (Ray's reporter divides NVML's bytes by 1024**2, and its
 own dashboard multiplies them back); Grafana's ``bytes`` unit is IEC."""
 
+# The policies that route on prefixes, and the prefix of their decision labels.
+PREFIX_DECISIONS = {RoutingPolicyName.PREFIX_AFFINITY: "prefix", RoutingPolicyName.CACHE_AWARE: "cache"}
+
 
 @dataclass(frozen=True)
 class Query:
@@ -169,11 +172,12 @@ def _rows(config: StackConfig, s: Selectors) -> list[tuple[str, list[Panel]]]:
             f"sum by (replica) (rate(serveout_routed_requests_total{e}[1m]))", "{{replica}}"),),
             "reqps"),
     ]
-    if config.routing.policy is RoutingPolicyName.PREFIX_AFFINITY:
+    family = PREFIX_DECISIONS.get(config.routing.policy)
+    if family is not None:  # the share of requests sent where the policy knew a prefix of theirs
         deployment = s.deployment.replace('"', '\\"')
         routing.append(Panel("Prefix hit rate at routing time", (Query(
-            f'sum(rate(serveout_routing_decisions_total{{deployment="{deployment}",decision="prefix_hit"}}[5m]))'
-            f' / sum(rate(serveout_routing_decisions_total{{deployment="{deployment}",decision=~"prefix_.*"}}[5m]))',
+            f'sum(rate(serveout_routing_decisions_total{{deployment="{deployment}",decision="{family}_hit"}}[5m]))'
+            f' / sum(rate(serveout_routing_decisions_total{{deployment="{deployment}",decision=~"{family}_.*"}}[5m]))',
             "hit rate"),), "percentunit", max_value=1))
     nodes = [Panel("Ray node CPU use", (Query(f"ray_node_cpu_utilization{r}", "{{pod}}"),), "percent")]
     if config.model.accelerator is not AcceleratorKind.CPU:

@@ -54,7 +54,7 @@ def test_up_smoke_status_down():
         status = serving("status", "--json", timeout=60)
         assert status.returncode == 0, status.stderr
         state = json.loads(status.stdout)
-        assert state["replicas"]["ready"] == 1 and state["routing_policy"] == "least-loaded"
+        assert state["replicas"]["ready"] == 1 and state["routing_policy"] == "cache-aware"
         probe = f"import httpx; print(httpx.get('http://127.0.0.1:{PORT}/v1/models').json()['data'][0]['id'])"
         reached = serving("exec", "--", sys.executable, "-c", probe, timeout=60)
         assert reached.returncode == 0 and reached.stdout.strip() == "smollm2-135m-instruct", reached.stderr

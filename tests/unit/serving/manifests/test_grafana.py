@@ -82,12 +82,16 @@ def test_gpu_panels_only_for_gpu_specs(config):
     assert ("ray_node_gpus_utilization" in used) is on_gpu
 
 
-def test_prefix_hit_rate_at_routing_only_for_prefix_affinity(h200):
+def test_prefix_hit_rate_at_routing_only_for_the_policies_that_route_on_prefixes(h200):
     spec = CATALOG.get("llama-3.1-8b-instruct")
     titles = lambda c: {p["title"] for p in _dashboard(c)["panels"]}  # noqa: E731
-    affinity = cluster_config(spec, h200, routing={"policy": "prefix-affinity"})
-    assert "Prefix hit rate at routing time" in titles(affinity)
-    assert "Prefix hit rate at routing time" not in titles(cluster_config(spec, h200))
+    for policy in ("prefix-affinity", "cache-aware"):
+        assert "Prefix hit rate at routing time" in titles(cluster_config(spec, h200, routing={"policy": policy}))
+    for policy in ("least-loaded", "round-robin", "session"):
+        assert "Prefix hit rate at routing time" not in titles(cluster_config(spec, h200, routing={"policy": policy}))
+    panel = next(p for p in _dashboard(cluster_config(spec, h200))["panels"]
+                 if p["title"] == "Prefix hit rate at routing time")
+    assert 'decision="cache_hit"' in panel["targets"][0]["expr"]
 
 
 def test_admission_bound_is_drawn_from_the_config(h200):
