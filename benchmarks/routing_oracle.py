@@ -11,9 +11,11 @@ attainment. ``cache-aware`` reads the simulated engines' caches (the counterpart
 KV events); ``cache-aware (no events)`` is the same policy on its own routing record.
 
 **Autoscaling.** A day (``--day-duration``, default the real 24 h) of the ``day`` profile
-on the 6 x TP4 stack of ``deploy/stacks``: the queue-depth policy at several targets and
-its trend variant, against the clairvoyant (:mod:`simulator.oracles.clairvoyant`) run at
-a range of per-replica capacities: for each policy run, the clairvoyant's fewest
+on the 6 x TP4 stack of ``deploy/stacks``: the queue-depth policy as the stack sets it or
+with other ``--targets``, ``--downscale-delays``, ``--look-backs``, ``--downscale-margins``
+and ``--stabilize on,off`` (each combination is a run), and its trend variant
+(``--trend-targets``), against the clairvoyant (:mod:`simulator.oracles.clairvoyant`)
+run at a range of per-replica capacities: for each policy run, the clairvoyant's fewest
 GPU-hours at no lower SLO attainment.
 
     .venv/bin/python -m benchmarks.routing_oracle [--part routing|autoscaling|all]
@@ -205,9 +207,16 @@ def autoscaling_part(args: argparse.Namespace) -> dict:
                             routing=RoutingSpec(policy=RoutingPolicyName.LEAST_LOADED), max_in_flight=stack.max_in_flight)
     start = replica_setup(base).replica_start_s
     delays = args.downscale_delays or [stack.autoscaling.downscale_delay_s]
-    variants = [(f"queue-depth, target {t:g}, downscale {d:g} s",
-                 stack.autoscaling.model_copy(update={"target_queue_per_replica": t, "downscale_delay_s": d}))
-                for t in args.targets for d in delays]
+    look_backs = args.look_backs or [stack.autoscaling.look_back_period_s]
+    margins = args.downscale_margins or [stack.autoscaling.downscale_margin]
+    targets = args.targets or [stack.autoscaling.target_queue_per_replica]
+    variants = [(f"queue-depth, target {t:g}, downscale {d:g} s, look-back {lb:g} s, margin {m:g}"
+                 + ("" if stable else ", unstabilized"),
+                 stack.autoscaling.model_copy(update={"target_queue_per_replica": t, "downscale_delay_s": d,
+                                                      "look_back_period_s": lb, "stabilize_downscale": stable,
+                                                      "downscale_margin": m}))
+                for t in targets for d in delays for lb in look_backs for m in margins
+                for stable in args.stabilize]
     variants += [(f"trend, target {t:g}, horizon {start + stack.autoscaling.upscale_delay_s:g} s",
                   stack.autoscaling.model_copy(update={"target_queue_per_replica": t,
                                                        "trend_horizon_s": start + stack.autoscaling.upscale_delay_s}))
@@ -278,11 +287,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2-minute generated workloads instead of 6")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--day-duration", default="24h", help="the day's length in simulated time (1h: 24x compressed)")
-    parser.add_argument("--targets", type=_floats, default=[128.0, 48.0], help="queue-depth targets")
-    parser.add_argument("--trend-targets", type=_floats, default=[128.0], help="trend policy targets")
+    parser.add_argument("--targets", type=_floats, default=[], help="queue-depth targets (default the stack's)")
+    parser.add_argument("--trend-targets", type=_floats, default=[], help="trend policy targets (default none)")
     parser.add_argument("--downscale-delays", type=_floats, default=[],
                         help="queue-depth downscale delays to try (s; default the stack's)")
-    parser.add_argument("--capacities", type=_floats, default=[7.0, 8.0],
+    parser.add_argument("--look-backs", type=_floats, default=[],
+                        help="queue-depth look-back periods to try (s; default the stack's)")
+    parser.add_argument("--downscale-margins", type=_floats, default=[],
+                        help="queue-depth downscale margins to try (default the stack's)")
+    parser.add_argument("--stabilize", type=lambda s: [x == "on" for x in s.split(",")], default=[True],
+                        help="queue-depth downscale stabilisation to try: on, off or on,off")
+    parser.add_argument("--capacities", type=_floats, default=[7.0, 7.5, 7.75, 8.0],
                         help="clairvoyant capacities (req/s per replica)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "routing_oracle.json")
     args = parser.parse_args()

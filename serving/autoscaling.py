@@ -3,8 +3,11 @@
 Each replica reports ``engine_queue_depth`` (vLLM waiting + running requests) via
 ``record_autoscaling_stats``; Serve averages it over ``look_back_period_s`` and
 calls :class:`QueueDepthPolicy` every tick. The policy asks for enough replicas that
-each carries ``target_queue_per_replica``; Serve then applies ``upscale_delay_s`` /
-``downscale_delay_s`` and the min/max bounds. Requests queued in the gateway's
+each carries ``target_queue_per_replica`` (fewer only where each would carry at most
+``downscale_margin`` of it); Serve then applies ``upscale_delay_s`` /
+``downscale_delay_s`` and the min/max bounds; when a downscale is due, the count it
+reaches is the most replicas the policy asked for during the delay
+(:func:`stabilized_downscale`), not one quiet tick's. Requests queued in the gateway's
 handle while no replica exists (scale from zero) count as load too, so a deployment
 at zero replicas wakes up.
 
@@ -27,31 +30,69 @@ if TYPE_CHECKING:
 log = logging.getLogger("ray.serve")
 
 QUEUE_DEPTH_METRIC = "engine_queue_depth"
+DOWNSCALE_PEAK_STATE = "serveout_downscale_peak"
 
 
 def desired_replicas(
     queue_depths: Iterable[float], *, handle_requests: float, target_per_replica: float,
-    current: int, min_replicas: int, max_replicas: int,
+    current: int, min_replicas: int, max_replicas: int, downscale_margin: float = 1.0,
 ) -> int:
     """Replicas needed so each holds ``target_per_replica`` requests (pure).
 
     ``queue_depths`` are the replicas' engine waiting+running; ``handle_requests`` is
     Serve's own count of requests ongoing or queued at the handles (the only signal
-    when no replica runs yet).
+    when no replica runs yet). Fewer than ``current`` only down to a count that would
+    carry at most ``downscale_margin`` x the target each: a replica's queue grows faster
+    than its load near saturation, so a count that just fits the target after a
+    downscale is soon over it again (scale down, scale up, pay the start time).
     """
     depths = list(queue_depths)
     load = max(sum(depths), handle_requests)
     if not depths and load == 0:
         return max(min(current, max_replicas), min_replicas)
-    wanted = math.ceil(load / target_per_replica) if load > 0 else 0
-    return max(min_replicas, min(max_replicas, wanted))
+
+    def carrying(per_replica: float) -> int:
+        wanted = math.ceil(load / per_replica) if load > 0 else 0
+        return max(min_replicas, min(max_replicas, wanted))
+
+    wanted = carrying(target_per_replica)
+    if wanted < current:
+        wanted = min(current, carrying(target_per_replica * downscale_margin))
+    return wanted
+
+
+def stabilized_downscale(wanted: int, *, current: int, peak: int | None) -> tuple[int, int | None]:
+    """Scale-down stabilisation (pure): ``(count to ask for, peak to carry to the next tick)``.
+
+    While ``wanted < current`` the policy asks for the most replicas it wanted since it
+    first asked for fewer than ``current``; Serve's downscale delay counts from that same
+    tick, so a due downscale reaches the highest count the load needed during the delay
+    instead of one quiet tick's (a dip of the queue would otherwise stop replicas the
+    next minute needs; Kubernetes' HPA stabilises its scale-down the same way). Asking
+    for ``current`` or more ends the streak (``peak`` None).
+    """
+    if wanted >= current:
+        return wanted, None
+    peak = wanted if peak is None or peak >= current else max(peak, wanted)
+    return peak, peak
+
+
+def stabilized_state(wanted: int, *, current: int, state: dict, enabled: bool) -> tuple[int, dict]:
+    """:func:`stabilized_downscale` with its peak kept in Serve's ``policy_state``."""
+    if not enabled:
+        return wanted, state
+    asked, peak = stabilized_downscale(wanted, current=current, peak=state.get(DOWNSCALE_PEAK_STATE))
+    return asked, {**state, DOWNSCALE_PEAK_STATE: peak}
 
 
 class QueueDepthPolicy:
     """Serve autoscaling policy (instantiated once by Serve with ``policy_kwargs``)."""
 
-    def __init__(self, target_queue_per_replica: float) -> None:
+    def __init__(self, target_queue_per_replica: float, stabilize_downscale: bool = True,
+                 downscale_margin: float = 1.0) -> None:
         self.target = target_queue_per_replica
+        self.stabilize_downscale = stabilize_downscale
+        self.downscale_margin = downscale_margin
 
     def __call__(self, ctx) -> tuple[int, dict]:
         try:
@@ -60,14 +101,16 @@ class QueueDepthPolicy:
                 metrics.values(),
                 handle_requests=float(ctx.total_num_requests or 0),
                 target_per_replica=self.target,
-                current=ctx.current_num_replicas,
+                current=ctx.target_num_replicas,  # Serve's delays compare with the target too
                 min_replicas=ctx.capacity_adjusted_min_replicas,
                 max_replicas=ctx.capacity_adjusted_max_replicas,
+                downscale_margin=self.downscale_margin,
             )
+            return stabilized_state(desired, current=ctx.target_num_replicas, state=dict(ctx.policy_state or {}),
+                                    enabled=self.stabilize_downscale)
         except Exception:  # a raising policy stalls Serve's controller: never raise
             log.exception("serveout queue-depth policy failed; keeping the replica count")
             return ctx.current_num_replicas, ctx.policy_state
-        return desired, ctx.policy_state
 
 
 def autoscaling_config(spec: AutoscalingSpec) -> AutoscalingConfig:
@@ -88,11 +131,18 @@ def autoscaling_config(spec: AutoscalingSpec) -> AutoscalingConfig:
     )
 
 
+def policy_kwargs(spec: AutoscalingSpec) -> dict:
+    """The keyword arguments Serve builds the policy with (the app builder's and the
+    rendered manifests' alike): the trend variant's when ``trend_horizon_s`` is set."""
+    kwargs = {"target_queue_per_replica": spec.target_queue_per_replica,
+              "stabilize_downscale": spec.stabilize_downscale, "downscale_margin": spec.downscale_margin}
+    if spec.trend_horizon_s > 0:
+        kwargs |= {"trend_window_s": spec.trend_window_s, "trend_horizon_s": spec.trend_horizon_s}
+    return kwargs
+
+
 def _policy(spec: AutoscalingSpec, policy_class):
     """The queue-depth policy, or its trend variant when ``trend_horizon_s`` is set."""
     if spec.trend_horizon_s > 0:  # an import path: serving.autoscaling_trend imports this module
-        return policy_class(policy_function="serving.autoscaling_trend:TrendPolicy", policy_kwargs={
-            "target_queue_per_replica": spec.target_queue_per_replica,
-            "trend_window_s": spec.trend_window_s, "trend_horizon_s": spec.trend_horizon_s})
-    return policy_class(policy_function=QueueDepthPolicy,
-                        policy_kwargs={"target_queue_per_replica": spec.target_queue_per_replica})
+        return policy_class(policy_function="serving.autoscaling_trend:TrendPolicy", policy_kwargs=policy_kwargs(spec))
+    return policy_class(policy_function=QueueDepthPolicy, policy_kwargs=policy_kwargs(spec))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from serving.autoscaling import QUEUE_DEPTH_METRIC, desired_replicas
+from serving.autoscaling import QUEUE_DEPTH_METRIC, desired_replicas, stabilized_state
 
 log = logging.getLogger("ray.serve")
 
@@ -49,10 +49,13 @@ def projected_load(samples: Sequence[tuple[float, float]], now: float, *, window
 class TrendPolicy:
     """Serve autoscaling policy on the projected queue depth (see the module docstring)."""
 
-    def __init__(self, target_queue_per_replica: float, trend_window_s: float, trend_horizon_s: float) -> None:
+    def __init__(self, target_queue_per_replica: float, trend_window_s: float, trend_horizon_s: float,
+                 stabilize_downscale: bool = True, downscale_margin: float = 1.0) -> None:
         self.target = target_queue_per_replica
         self.window_s = trend_window_s
         self.horizon_s = trend_horizon_s
+        self.stabilize_downscale = stabilize_downscale
+        self.downscale_margin = downscale_margin
 
     def __call__(self, ctx) -> tuple[int, dict]:
         state = dict(ctx.policy_state or {})
@@ -64,10 +67,12 @@ class TrendPolicy:
             state["samples"] = samples
             load = projected_load(samples, now, window_s=self.window_s, horizon_s=self.horizon_s)
             desired = desired_replicas([load] if metrics else [], handle_requests=float(ctx.total_num_requests or 0),
-                                       target_per_replica=self.target, current=ctx.current_num_replicas,
+                                       target_per_replica=self.target, current=ctx.target_num_replicas,
                                        min_replicas=ctx.capacity_adjusted_min_replicas,
-                                       max_replicas=ctx.capacity_adjusted_max_replicas)
+                                       max_replicas=ctx.capacity_adjusted_max_replicas,
+                                       downscale_margin=self.downscale_margin)
+            return stabilized_state(desired, current=ctx.target_num_replicas, state=state,
+                                    enabled=self.stabilize_downscale)
         except Exception:  # a raising policy stalls Serve's controller: never raise
             log.exception("serveout trend policy failed; keeping the replica count")
             return ctx.current_num_replicas, ctx.policy_state
-        return desired, state

@@ -77,6 +77,14 @@ class AutoscalingSpec(Strict):
         "start time plus the upscale delay); 0 = the current queue depth only"
     )
     trend_window_s: float = Field(120.0, gt=0, description="the trend is fitted over this much of the past")
+    downscale_margin: float = Field(
+        0.8, gt=0, le=1, description="scale down only to a count that would carry at most this fraction of "
+        "target_queue_per_replica each (1 = no margin)"
+    )
+    stabilize_downscale: bool = Field(
+        True, description="a due downscale goes to the most replicas asked for during the downscale delay, "
+        "not to the last tick's count (serving.autoscaling.stabilized_downscale)"
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> "AutoscalingSpec":

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from serving.autoscaling import policy_kwargs
 from serving.config.stack import StackConfig
 from serving.errors import ConfigError
 from serving.manifests.naming import ENGINE_DEPLOYMENT
@@ -64,11 +65,8 @@ def engine_replica_options(config: StackConfig) -> dict:
 
 
 def _policy(scaling) -> dict:
-    kwargs = {"target_queue_per_replica": scaling.target_queue_per_replica}
-    if scaling.trend_horizon_s > 0:
-        return {"policy_function": TREND_POLICY, "policy_kwargs": kwargs | {
-            "trend_window_s": scaling.trend_window_s, "trend_horizon_s": scaling.trend_horizon_s}}
-    return {"policy_function": QUEUE_DEPTH_POLICY, "policy_kwargs": kwargs}
+    function = TREND_POLICY if scaling.trend_horizon_s > 0 else QUEUE_DEPTH_POLICY
+    return {"policy_function": function, "policy_kwargs": policy_kwargs(scaling)}
 
 
 def render_serve_config(config: StackConfig) -> dict:

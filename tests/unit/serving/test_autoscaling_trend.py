@@ -30,7 +30,7 @@ def test_a_falling_queue_never_projects_below_zero():
 
 def context(depth: float, now: float, state: dict) -> SimpleNamespace:
     return SimpleNamespace(aggregated_metrics={QUEUE_DEPTH_METRIC: {"r1": depth}}, total_num_requests=depth,
-                           current_num_replicas=1, capacity_adjusted_min_replicas=1,
+                           current_num_replicas=1, target_num_replicas=1, capacity_adjusted_min_replicas=1,
                            capacity_adjusted_max_replicas=10, current_time=now, policy_state=state)
 
 
