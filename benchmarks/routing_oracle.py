@@ -12,7 +12,7 @@ KV events); ``cache-aware (no events)`` is the same policy on its own routing re
 
 **Autoscaling.** A day (``--day-duration``, default the real 24 h) of the ``day`` profile
 on the 6 x TP4 stack of ``deploy/stacks``: the queue-depth policy as the stack sets it or
-with other ``--targets``, ``--downscale-delays``, ``--look-backs``, ``--downscale-margins``
+with other ``--targets``, ``--upscale-delays``, ``--downscale-delays``, ``--look-backs``, ``--downscale-margins``
 and ``--stabilize on,off`` (each combination is a run), and its trend variant
 (``--trend-targets``), against the clairvoyant (:mod:`simulator.oracles.clairvoyant`)
 run at a range of per-replica capacities: for each policy run, the clairvoyant's fewest
@@ -29,6 +29,7 @@ asserted. The real stack's part (2 replicas on this box) is its own program,
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -206,17 +207,18 @@ def autoscaling_part(args: argparse.Namespace) -> dict:
     base = SimulationConfig(hardware="h200", model=stack.model, tensor_parallel=4,
                             routing=RoutingSpec(policy=RoutingPolicyName.LEAST_LOADED), max_in_flight=stack.max_in_flight)
     start = replica_setup(base).replica_start_s
-    delays = args.downscale_delays or [stack.autoscaling.downscale_delay_s]
-    look_backs = args.look_backs or [stack.autoscaling.look_back_period_s]
-    margins = args.downscale_margins or [stack.autoscaling.downscale_margin]
-    targets = args.targets or [stack.autoscaling.target_queue_per_replica]
-    variants = [(f"queue-depth, target {t:g}, downscale {d:g} s, look-back {lb:g} s, margin {m:g}"
+    spec = stack.autoscaling
+    settings = itertools.product(args.targets or [spec.target_queue_per_replica],
+                                 args.upscale_delays or [spec.upscale_delay_s],
+                                 args.downscale_delays or [spec.downscale_delay_s],
+                                 args.look_backs or [spec.look_back_period_s],
+                                 args.downscale_margins or [spec.downscale_margin], args.stabilize)
+    variants = [(f"queue-depth, target {t:g}, upscale {u:g} s, downscale {d:g} s, look-back {lb:g} s, margin {m:g}"
                  + ("" if stable else ", unstabilized"),
-                 stack.autoscaling.model_copy(update={"target_queue_per_replica": t, "downscale_delay_s": d,
-                                                      "look_back_period_s": lb, "stabilize_downscale": stable,
-                                                      "downscale_margin": m}))
-                for t in targets for d in delays for lb in look_backs for m in margins
-                for stable in args.stabilize]
+                 spec.model_copy(update={"target_queue_per_replica": t, "upscale_delay_s": u, "downscale_delay_s": d,
+                                         "look_back_period_s": lb, "downscale_margin": m,
+                                         "stabilize_downscale": stable}))
+                for t, u, d, lb, m, stable in settings]
     variants += [(f"trend, target {t:g}, horizon {start + stack.autoscaling.upscale_delay_s:g} s",
                   stack.autoscaling.model_copy(update={"target_queue_per_replica": t,
                                                        "trend_horizon_s": start + stack.autoscaling.upscale_delay_s}))
@@ -291,6 +293,8 @@ def main() -> None:
     parser.add_argument("--trend-targets", type=_floats, default=[], help="trend policy targets (default none)")
     parser.add_argument("--downscale-delays", type=_floats, default=[],
                         help="queue-depth downscale delays to try (s; default the stack's)")
+    parser.add_argument("--upscale-delays", type=_floats, default=[],
+                        help="queue-depth upscale delays to try (s; default the stack's)")
     parser.add_argument("--look-backs", type=_floats, default=[],
                         help="queue-depth look-back periods to try (s; default the stack's)")
     parser.add_argument("--downscale-margins", type=_floats, default=[],
