@@ -301,8 +301,9 @@ def main() -> None:
                         help="queue-depth downscale margins to try (default the stack's)")
     parser.add_argument("--stabilize", type=lambda s: [x == "on" for x in s.split(",")], default=[True],
                         help="queue-depth downscale stabilisation to try: on, off or on,off")
-    parser.add_argument("--capacities", type=_floats, default=[7.0, 7.5, 7.75, 8.0],
-                        help="clairvoyant capacities (req/s per replica)")
+    parser.add_argument("--capacities", type=_floats, default=[7.5, 7.6, 7.7, 7.75, 8.0],
+                        help="clairvoyant capacities (req/s per replica); the yardstick is the cheapest at no "
+                             "lower attainment, so keep them fine near the SLO's edge")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "routing_oracle.json")
     args = parser.parse_args()
     unknown = [c for c in args.clusters if c not in CLUSTERS] + [p for p in args.policies if p not in POLICIES]
