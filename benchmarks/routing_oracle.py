@@ -219,9 +219,9 @@ def autoscaling_part(args: argparse.Namespace) -> dict:
                                          "look_back_period_s": lb, "downscale_margin": m,
                                          "stabilize_downscale": stable}))
                 for t, u, d, lb, m, stable in settings]
-    variants += [(f"trend, target {t:g}, horizon {start + stack.autoscaling.upscale_delay_s:g} s",
-                  stack.autoscaling.model_copy(update={"target_queue_per_replica": t,
-                                                       "trend_horizon_s": start + stack.autoscaling.upscale_delay_s}))
+    horizon = start + spec.upscale_delay_s
+    variants += [(f"trend, target {t:g}, horizon {horizon:g} s",
+                  spec.model_copy(update={"target_queue_per_replica": t, "trend_horizon_s": horizon}))
                  for t in args.trend_targets]
     runs = []
     for name, policy in variants:
@@ -234,12 +234,12 @@ def autoscaling_part(args: argparse.Namespace) -> dict:
                      "cpu_s": time.process_time() - started})
         console.print(f"{name}: {r.gpu_hours:.1f} GPU-hours, SLO attainment {r.slo_attainment:.2%}")
     arrivals = first_stage_arrivals(config)
-    grid = grid_of(config, stack.autoscaling)
+    grid = grid_of(config, spec)
     clairvoyant = []
     for capacity in args.capacities:
         started = time.process_time()
-        run = run_clairvoyant(config, base, stack.autoscaling, capacity, arrivals=arrivals)
-        f = figures_of(f"clairvoyant {capacity:g} req/s", run.result, grid, stack.autoscaling)
+        run = run_clairvoyant(config, base, spec, capacity, arrivals=arrivals)
+        f = figures_of(f"clairvoyant {capacity:g} req/s", run.result, grid, spec)
         clairvoyant.append({"capacity_rps": capacity, "gpu_hours": run.gpu_hours, "slo_attainment": run.slo_attainment,
                             "ttft_p95_s": f.ttft_p95_s, "passed": f.passed, "mean_replicas": f.mean_replicas,
                             "cpu_s": time.process_time() - started})

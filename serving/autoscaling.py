@@ -97,20 +97,24 @@ class QueueDepthPolicy:
     def __call__(self, ctx) -> tuple[int, dict]:
         try:
             metrics = (ctx.aggregated_metrics or {}).get(QUEUE_DEPTH_METRIC, {})
-            desired = desired_replicas(
-                metrics.values(),
-                handle_requests=float(ctx.total_num_requests or 0),
-                target_per_replica=self.target,
-                current=ctx.target_num_replicas,  # Serve's delays compare with the target too
-                min_replicas=ctx.capacity_adjusted_min_replicas,
-                max_replicas=ctx.capacity_adjusted_max_replicas,
-                downscale_margin=self.downscale_margin,
-            )
-            return stabilized_state(desired, current=ctx.target_num_replicas, state=dict(ctx.policy_state or {}),
-                                    enabled=self.stabilize_downscale)
+            return self.decide(metrics.values(), ctx, dict(ctx.policy_state or {}))
         except Exception:  # a raising policy stalls Serve's controller: never raise
             log.exception("serveout queue-depth policy failed; keeping the replica count")
             return ctx.current_num_replicas, ctx.policy_state
+
+    def decide(self, queue_depths: Iterable[float], ctx, state: dict) -> tuple[int, dict]:
+        """The count for ``queue_depths`` (margin and stabilisation applied) and the new state."""
+        desired = desired_replicas(
+            queue_depths,
+            handle_requests=float(ctx.total_num_requests or 0),
+            target_per_replica=self.target,
+            current=ctx.target_num_replicas,  # Serve's delays compare with the target too
+            min_replicas=ctx.capacity_adjusted_min_replicas,
+            max_replicas=ctx.capacity_adjusted_max_replicas,
+            downscale_margin=self.downscale_margin,
+        )
+        return stabilized_state(desired, current=ctx.target_num_replicas, state=state,
+                                enabled=self.stabilize_downscale)
 
 
 def autoscaling_config(spec: AutoscalingSpec) -> AutoscalingConfig:

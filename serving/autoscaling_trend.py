@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from serving.autoscaling import QUEUE_DEPTH_METRIC, desired_replicas, stabilized_state
+from serving.autoscaling import QUEUE_DEPTH_METRIC, QueueDepthPolicy
 
 log = logging.getLogger("ray.serve")
 
@@ -46,16 +46,14 @@ def projected_load(samples: Sequence[tuple[float, float]], now: float, *, window
     return max(mean_y + slope * (now + horizon_s - mean_t), 0.0)
 
 
-class TrendPolicy:
+class TrendPolicy(QueueDepthPolicy):
     """Serve autoscaling policy on the projected queue depth (see the module docstring)."""
 
     def __init__(self, target_queue_per_replica: float, trend_window_s: float, trend_horizon_s: float,
                  stabilize_downscale: bool = True, downscale_margin: float = 1.0) -> None:
-        self.target = target_queue_per_replica
+        super().__init__(target_queue_per_replica, stabilize_downscale, downscale_margin)
         self.window_s = trend_window_s
         self.horizon_s = trend_horizon_s
-        self.stabilize_downscale = stabilize_downscale
-        self.downscale_margin = downscale_margin
 
     def __call__(self, ctx) -> tuple[int, dict]:
         state = dict(ctx.policy_state or {})
@@ -66,13 +64,7 @@ class TrendPolicy:
             samples.append((now, float(sum(metrics.values()))))
             state["samples"] = samples
             load = projected_load(samples, now, window_s=self.window_s, horizon_s=self.horizon_s)
-            desired = desired_replicas([load] if metrics else [], handle_requests=float(ctx.total_num_requests or 0),
-                                       target_per_replica=self.target, current=ctx.target_num_replicas,
-                                       min_replicas=ctx.capacity_adjusted_min_replicas,
-                                       max_replicas=ctx.capacity_adjusted_max_replicas,
-                                       downscale_margin=self.downscale_margin)
-            return stabilized_state(desired, current=ctx.target_num_replicas, state=state,
-                                    enabled=self.stabilize_downscale)
+            return self.decide([load] if metrics else [], ctx, state)
         except Exception:  # a raising policy stalls Serve's controller: never raise
             log.exception("serveout trend policy failed; keeping the replica count")
             return ctx.current_num_replicas, ctx.policy_state

@@ -157,9 +157,8 @@ def test_queue_depth_scaling_is_declared_where_serve_and_kuberay_act(h200):
     rs = render_rayservice(config, h200)
     scaling = _engine_options(rs)["autoscaling_config"]
     assert scaling["policy"] == {"policy_function": "serving.autoscaling.QueueDepthPolicy",
-                                 "policy_kwargs": {"target_queue_per_replica": 96,
-                                                                   "stabilize_downscale": True,
-                                                                   "downscale_margin": 0.8}}
+                                 "policy_kwargs": {"target_queue_per_replica": 96, "stabilize_downscale": True,
+                                                   "downscale_margin": 0.8}}
     assert scaling["target_ongoing_requests"] == 96
     cluster = rs["spec"]["rayClusterConfig"]
     group = _engines(rs)
