@@ -194,15 +194,15 @@ def print_goals(rows: list[dict]) -> None:
 
 # --- autoscaling ------------------------------------------------------------------------
 
-def day_config(duration: str):
+def day_config(duration: str, seed: int = 0):
     return config_from_args(build_parser().parse_args([
-        "run", "--target", "http://simulated.invalid", "--no-metrics",
+        "run", "--target", "http://simulated.invalid", "--no-metrics", "--seed", str(seed),
         "--profile", "day:peak_rate=30,trough_rate=3,max_concurrency=4096",
         "--workload", "random:input_len=1024,output_len=256", "--duration", duration, "--slo", "ttft_p95=2s"]))
 
 
 def autoscaling_part(args: argparse.Namespace) -> dict:
-    config = day_config(args.day_duration)
+    config = day_config(args.day_duration, args.seed)
     stack = stack_policy(STACK)
     base = SimulationConfig(hardware="h200", model=stack.model, tensor_parallel=4,
                             routing=RoutingSpec(policy=RoutingPolicyName.LEAST_LOADED), max_in_flight=stack.max_in_flight)
@@ -250,7 +250,7 @@ def autoscaling_part(args: argparse.Namespace) -> dict:
                    key=lambda c: c["gpu_hours"], default=None)
         r["clairvoyant_gpu_hours"] = best["gpu_hours"] if best else None
         r["vs_clairvoyant"] = r["gpu_hours"] / best["gpu_hours"] if best else None
-    result = {"scenario": {"stack": str(STACK.relative_to(REPO)), "day_duration": args.day_duration,
+    result = {"scenario": {"stack": str(STACK.relative_to(REPO)), "day_duration": args.day_duration, "seed": args.seed,
                            "profile": "day:peak_rate=30,trough_rate=3", "workload": "random:input_len=1024,output_len=256",
                            "slo": "ttft_p95=2s", "replica_start_s": start, "requests": int(len(arrivals))},
               "runs": runs, "clairvoyant": clairvoyant}
@@ -287,7 +287,7 @@ def main() -> None:
     parser.add_argument("--workloads", type=lambda s: s.split(","), default=["mooncake", "chat", "rag"])
     parser.add_argument("--policies", type=lambda s: s.split(","), default=list(POLICIES))
     parser.add_argument("--quick", action="store_true", help="2-minute generated workloads instead of 6")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated workloads and the day's arrivals")
     parser.add_argument("--day-duration", default="24h", help="the day's length in simulated time (1h: 24x compressed)")
     parser.add_argument("--targets", type=_floats, default=[], help="queue-depth targets (default the stack's)")
     parser.add_argument("--trend-targets", type=_floats, default=[], help="trend policy targets (default none)")

@@ -79,7 +79,8 @@ class AutoscalingSpec(Strict):
     trend_window_s: float = Field(120.0, gt=0, description="the trend is fitted over this much of the past")
     downscale_margin: float = Field(
         0.8, gt=0, le=1, description="scale down only to a count that would carry at most this fraction of "
-        "target_queue_per_replica each (1 = no margin)"
+        "target_queue_per_replica each (1 = no margin); a queue grows faster than its load, so the nearer the "
+        "target sits to a replica's limit, the smaller (docs/serving.md)"
     )
     stabilize_downscale: bool = Field(
         True, description="a due downscale goes to the most replicas asked for during the downscale delay, "

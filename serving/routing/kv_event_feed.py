@@ -75,9 +75,9 @@ class _Subscription:
 class KvEventFeed:
     """Per replica: a subscription to its engine's KV events and the index they build."""
 
-    def __init__(self, block_tokens: int, context: zmq.asyncio.Context | None = None) -> None:
+    def __init__(self, block_tokens: int, context: zmq.asyncio.Context) -> None:
         self.block_tokens = block_tokens
-        self._context = context or zmq.asyncio.Context.instance()
+        self._context = context  # the owner's (the router's): one per router, not per process
         self._subscriptions: dict[str, _Subscription] = {}
         self._closing: set[asyncio.Task] = set()
 

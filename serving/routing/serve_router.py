@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
+import zmq.asyncio
 from prometheus_client.registry import CollectorRegistry
 from ray.serve.config import RequestRouterConfig
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
@@ -90,6 +91,7 @@ class ServeoutRequestRouter(RequestRouter):
         self._core: RoutingCore | None = None
         self._spec: RoutingSpec | None = None
         self._kv_events: KvEventFeed | None = None
+        self._zmq_context: zmq.asyncio.Context | None = None  # made when a feed is first needed
 
     def initialize_state(
         self,
@@ -138,7 +140,8 @@ class ServeoutRequestRouter(RequestRouter):
             feed.follow({})  # drops every subscription
             self._kv_events = feed = None
         if wanted and feed is None:
-            self._kv_events = KvEventFeed(spec.prefix_block_tokens)
+            self._zmq_context = self._zmq_context or zmq.asyncio.Context()
+            self._kv_events = KvEventFeed(spec.prefix_block_tokens, self._zmq_context)
 
     def _cache_view(self, replica_id: str) -> CacheView | None:
         return self._kv_events.view(replica_id) if self._kv_events is not None else None

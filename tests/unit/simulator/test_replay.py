@@ -75,7 +75,7 @@ def test_the_stack_file_gives_the_deployments_policy():
     policy = stack_policy(REPO / "deploy/stacks/llama-3.3-70b-instruct-h200-3x8.yaml")
     assert policy.model == "llama-3.3-70b-instruct" and policy.routing is RoutingPolicyName.CACHE_AWARE
     assert (policy.autoscaling.min_replicas, policy.autoscaling.max_replicas) == (2, 6)
-    assert policy.autoscaling.target_queue_per_replica == 80 and policy.max_in_flight == 2048
+    assert policy.autoscaling.target_queue_per_replica == 112 and policy.max_in_flight == 2048
 
 
 def test_a_bad_stack_file_is_a_config_error(tmp_path):

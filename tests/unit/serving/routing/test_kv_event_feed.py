@@ -70,6 +70,8 @@ def test_the_feed_replays_an_engines_events_and_clears_on_a_gap():
 
 
 def test_following_outside_the_event_loop_waits_for_the_next_update():
-    feed = KvEventFeed(block_tokens=4)
+    context = zmq.asyncio.Context()
+    feed = KvEventFeed(block_tokens=4, context=context)
     feed.follow({"r1": "tcp://127.0.0.1:1"})
     assert feed.view("r1") is None
+    context.term()
