@@ -29,15 +29,16 @@ MAX_PEERS = 256
 
 
 class Outbox:
-    """PUSH sockets to peers by endpoint (``tcp://host:port``)."""
+    """PUSH sockets to peers by endpoint (``tcp://host:port``), on its own ZMQ context."""
 
-    def __init__(self, context: zmq.Context | None = None) -> None:
-        self._context = context or zmq.Context.instance()
+    def __init__(self) -> None:
+        self._context = zmq.Context()
         self._sockets: OrderedDict[str, zmq.Socket] = OrderedDict()
 
     def send(self, endpoint: str, data: bytes) -> bool:
-        """Queue ``data`` for ``endpoint`` without waiting; False when it cannot go now."""
-        socket = self._socket(endpoint)
+        """Queue ``data`` for ``endpoint`` without waiting; False when it cannot go now
+        (closed included)."""
+        socket = None if self._context.closed else self._socket(endpoint)
         if socket is None:
             return False
         try:
@@ -77,14 +78,15 @@ class Outbox:
         for socket in self._sockets.values():
             socket.close(linger=0)
         self._sockets.clear()
+        self._context.term()
 
 
 class Inbox:
     """A PULL socket bound on ``host`` (a free port); ``handler`` gets every message on
-    the running loop (call :meth:`start` from it)."""
+    the running loop (call :meth:`start` from it); its own ZMQ context."""
 
     def __init__(self, host: str, handler: Callable[[bytes], None]) -> None:
-        self._context = zmq.asyncio.Context.instance()
+        self._context = zmq.asyncio.Context()
         self._socket = self._context.socket(zmq.PULL)
         self._socket.setsockopt(zmq.LINGER, 0)
         port = self._socket.bind_to_random_port(f"tcp://{host}")
@@ -110,3 +112,4 @@ class Inbox:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self._socket.close(linger=0)
+        self._context.term()

@@ -128,6 +128,12 @@ def test_the_side_channel_delivers_to_a_bound_inbox():
     asyncio.run(scenario())
 
 
+def test_a_closed_outbox_drops_instead_of_raising():
+    outbox = Outbox()
+    outbox.close()  # its own context ends with it
+    assert outbox.send("tcp://127.0.0.1:1", b"late") is False
+
+
 class CountingTokenizer:
     """A FAKE tokenizer: one token per character, and a count of its calls."""
 
