@@ -12,7 +12,7 @@ handle while no replica exists (scale from zero) count as load too, so a deploym
 at zero replicas wakes up.
 
 Ray is imported only by :func:`autoscaling_config`: the policy maths
-(:func:`desired_replicas`) loads without it (the simulator uses it).
+(:func:`replica_decision`) loads without it (the simulator uses it).
 """
 
 from __future__ import annotations
@@ -77,9 +77,17 @@ def stabilized_downscale(wanted: int, *, current: int, peak: int | None) -> tupl
     return peak, peak
 
 
-def stabilized_state(wanted: int, *, current: int, state: dict, enabled: bool) -> tuple[int, dict]:
-    """:func:`stabilized_downscale` with its peak kept in Serve's ``policy_state``."""
-    if not enabled:
+def replica_decision(
+    queue_depths: Iterable[float], *, handle_requests: float, target_per_replica: float, current: int,
+    min_replicas: int, max_replicas: int, downscale_margin: float, stabilize_downscale: bool, state: dict,
+) -> tuple[int, dict]:
+    """The policy's whole decision (pure): :func:`desired_replicas`, then (when enabled)
+    :func:`stabilized_downscale` with its peak carried in ``state`` (Serve's
+    ``policy_state``). Serve's policies and the simulator's autoscaler both call this."""
+    wanted = desired_replicas(queue_depths, handle_requests=handle_requests, target_per_replica=target_per_replica,
+                              current=current, min_replicas=min_replicas, max_replicas=max_replicas,
+                              downscale_margin=downscale_margin)
+    if not stabilize_downscale:
         return wanted, state
     asked, peak = stabilized_downscale(wanted, current=current, peak=state.get(DOWNSCALE_PEAK_STATE))
     return asked, {**state, DOWNSCALE_PEAK_STATE: peak}
@@ -104,7 +112,7 @@ class QueueDepthPolicy:
 
     def decide(self, queue_depths: Iterable[float], ctx, state: dict) -> tuple[int, dict]:
         """The count for ``queue_depths`` (margin and stabilisation applied) and the new state."""
-        desired = desired_replicas(
+        return replica_decision(
             queue_depths,
             handle_requests=float(ctx.total_num_requests or 0),
             target_per_replica=self.target,
@@ -112,9 +120,9 @@ class QueueDepthPolicy:
             min_replicas=ctx.capacity_adjusted_min_replicas,
             max_replicas=ctx.capacity_adjusted_max_replicas,
             downscale_margin=self.downscale_margin,
+            stabilize_downscale=self.stabilize_downscale,
+            state=state,
         )
-        return stabilized_state(desired, current=ctx.target_num_replicas, state=state,
-                                enabled=self.stabilize_downscale)
 
 
 def autoscaling_config(spec: AutoscalingSpec) -> AutoscalingConfig:

@@ -2,7 +2,7 @@
 
 Every ``metrics_interval_s`` the replicas' engine queue depth (waiting + running) is
 sampled; Serve averages it over ``look_back_period_s`` and asks the policy
-(:func:`serving.autoscaling.desired_replicas`, the real one) for a replica count. A
+(:func:`serving.autoscaling.replica_decision`, the real one) for a replica count. A
 change is applied only after the policy has asked for more (fewer) replicas for
 ``upscale_delay_s`` (``downscale_delay_s``) in a row, as Serve's controller does; a due downscale goes to
 the most replicas asked for during the delay (the policy's own stabilisation). A new
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from serving.autoscaling import desired_replicas, stabilized_downscale
+from serving.autoscaling import replica_decision
 from serving.autoscaling_trend import projected_load
 from serving.config.stack import AutoscalingSpec
 
@@ -28,7 +28,7 @@ class ServeAutoscaler:
         self._averages: deque[tuple[float, float]] = deque()
         self._up_since: float | None = None
         self._down_since: float | None = None
-        self._peak: int | None = None
+        self._state: dict = {}  # the policy's own (its downscale peak), as Serve keeps it
 
     def tick(self, now: float, total_depth: float, handle_requests: float, current: int) -> int | None:
         """Record a sample; the new target when a change is due, else ``None``."""
@@ -43,12 +43,10 @@ class ServeAutoscaler:
                 self._averages.popleft()
             average = projected_load(self._averages, now, window_s=spec.trend_window_s,
                                      horizon_s=spec.trend_horizon_s)
-        wanted = desired_replicas([average], handle_requests=handle_requests,
-                                  target_per_replica=spec.target_queue_per_replica, current=current,
-                                  min_replicas=spec.min_replicas, max_replicas=spec.max_replicas,
-                                  downscale_margin=spec.downscale_margin)
-        if spec.stabilize_downscale:
-            wanted, self._peak = stabilized_downscale(wanted, current=current, peak=self._peak)
+        wanted, self._state = replica_decision(
+            [average], handle_requests=handle_requests, target_per_replica=spec.target_queue_per_replica,
+            current=current, min_replicas=spec.min_replicas, max_replicas=spec.max_replicas,
+            downscale_margin=spec.downscale_margin, stabilize_downscale=spec.stabilize_downscale, state=self._state)
         if wanted > current:
             self._down_since = None
             self._up_since = now if self._up_since is None else self._up_since
