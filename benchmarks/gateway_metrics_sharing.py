@@ -29,13 +29,13 @@ from serving.engine.protocol import EngineStats
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.metrics_board import MetricsBoard, Snapshot, merged_families, render, split_shared
 from serving.gateway.metrics_sharing import shared_views
-from serving.routing.metrics import RouterMetrics, routing_collector
+from serving.routing.metrics import RoutingMetrics, routing_collector
 from serving.routing.policy import RoutingDecision
 
 SHARED = shared_views(direct=False)
 
 
-def busy_gateway(keys: int, engines: int) -> tuple[CollectorRegistry, RouterMetrics]:
+def busy_gateway(keys: int, engines: int) -> tuple[CollectorRegistry, RoutingMetrics]:
     registry = CollectorRegistry()
     metrics = GatewayMetrics(registry)
     metrics.declare_model("m")
@@ -51,7 +51,7 @@ def busy_gateway(keys: int, engines: int) -> tuple[CollectorRegistry, RouterMetr
             metrics.count_rejected("m", key, ("overloaded", "rpm")[i % 2])
     for state in ("ready", "starting", "desired"):
         metrics.replicas.labels("m", state).set(engines)
-    router = RouterMetrics("serveout:engine")  # held by the caller: the collector keeps it weakly
+    router = RoutingMetrics("serveout:engine")  # held by the caller: the collector keeps it weakly
     routing_collector(registry).attach(router)
     replicas = [f"engine{i}" for i in range(engines)]
     router.set_replicas({r: EngineStats(r, waiting=1, running=8, kv_cache_usage=0.4) for r in replicas})

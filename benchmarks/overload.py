@@ -48,8 +48,8 @@ from benchmarks.common.model import MODEL, stack_config
 from loadtest.analysis.stats import percentile
 from serving.config.stack import StackConfig
 from serving.errors import ServeoutError
-from serving.gateway.admission import AdmissionController
-from serving.local_cluster import ClusterOptions, LocalCluster
+from serving.admission.bound import AdmissionController
+from serving.cluster.local import ClusterOptions, LocalCluster
 
 REPO = Path(__file__).resolve().parents[1]
 NO_RESPONSE = 0  # the status of a request that got no HTTP answer (timeout, reset)

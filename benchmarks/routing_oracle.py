@@ -44,11 +44,11 @@ from loadtest.cli import build_parser, config_from_args
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 from serving.config.stack import AutoscalingSpec, RoutingPolicyName, RoutingSpec
 from simulator.config import SimulationConfig
-from simulator.engine import replica_setup
+from simulator.replica_setup import replica_setup
 from simulator.fixed_run import FixedRunResult, Slo, run_fixed
 from simulator.oracles.clairvoyant import first_stage_arrivals, run_clairvoyant
 from simulator.oracles.prefix_bound import prefix_bound
-from simulator.replay import figures_of, grid_of, replay, stack_policy
+from simulator.autoscale_run import figures_of, grid_of, run_autoscale, stack_policy
 from simulator.workloads.conversations import ConversationMix, conversation_requests
 from simulator.workloads.mooncake import mooncake_requests
 from simulator.workloads.rag import RagMix, rag_requests
@@ -226,7 +226,7 @@ def autoscaling_part(args: argparse.Namespace) -> dict:
     runs = []
     for name, policy in variants:
         started = time.process_time()
-        report = replay(config, base, policy, statics=[])
+        report = run_autoscale(config, base, policy, statics=[])
         r = report.autoscaled
         runs.append({"name": name, "policy": policy.model_dump(mode="json"), "gpu_hours": r.gpu_hours,
                      "slo_attainment": r.slo_attainment, "ttft_p95_s": r.ttft_p95_s, "passed": r.passed,

@@ -61,12 +61,12 @@ from loadtest.analysis.stats import percentile
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 from serving.config.loading import build_stack_config
 from serving.config.model_spec import EngineSettings, ModelCatalog
-from serving.local_cluster import ClusterOptions, LocalCluster
+from serving.cluster.local import ClusterOptions, LocalCluster
 from serving.model_store import ModelStore
 from serving.routing.hash_ring import HashRing
 from serving.routing.session import DEFAULT_VIRTUAL_NODES
 from simulator.config import SimulationConfig
-from simulator.engine import replica_setup
+from simulator.replica_setup import replica_setup
 from simulator.machine import cpu_model
 from simulator.oracles.prefix_bound import prefix_bound
 

@@ -33,7 +33,7 @@ from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.model import MODEL, stack_config
 from benchmarks.common.prefix_workload import engine_totals, shared_prefix_bodies
 from benchmarks.common.streaming_client import chat_body, run_bodies
-from serving.local_cluster import ClusterOptions, LocalCluster
+from serving.cluster.local import ClusterOptions, LocalCluster
 
 REPO = Path(__file__).resolve().parents[1]
 console = Console() if sys.stdout.isatty() else Console(width=160)

@@ -64,8 +64,8 @@ from benchmarks.common.references import bare_vllm_server
 from benchmarks.common.servers import running
 from benchmarks.common.streaming_client import PROMPT, chat_body, stream_one
 from loadtest.analysis.stats import percentile
-from serving.local_cluster import ClusterOptions, LocalCluster
-from serving.netns import python_argv
+from serving.cluster.local import ClusterOptions, LocalCluster
+from serving.cluster.netns import python_argv
 
 REPO = Path(__file__).resolve().parents[1]
 APP = "serveout"

@@ -37,7 +37,7 @@ from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.model import MODEL, stack_config
 from benchmarks.common.references import bare_vllm_server, ensure_ray_llm_installed, ray_serve_llm_server
 from benchmarks.common.streaming_client import PROMPT, RunFigures, run, trivial_latency_ms
-from serving.local_cluster import ClusterOptions, LocalCluster
+from serving.cluster.local import ClusterOptions, LocalCluster
 
 REPO = Path(__file__).resolve().parents[1]
 console = Console() if sys.stdout.isatty() else Console(width=160)

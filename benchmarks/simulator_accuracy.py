@@ -49,7 +49,7 @@ from loadtest.config import LoadTestConfig
 from loadtest.run.orchestrator import RunOptions, run_load_test
 from serving.config.model_spec import ModelCatalog
 from serving.config.stack import RoutingSpec
-from serving.local_cluster import ClusterOptions, LocalCluster
+from serving.cluster.local import ClusterOptions, LocalCluster
 from serving.routing import parse_policy_name
 from simulator.calibration import fit_profile, load_step_times, write_profile
 from simulator.config import SimulationConfig

@@ -25,7 +25,7 @@ from loadtest.cli import build_parser, config_from_args
 from serving.config.stack import RoutingPolicyName, RoutingSpec
 from simulator.cluster import ClusterSim
 from simulator.config import SimulationConfig
-from simulator.engine import replica_setup
+from simulator.replica_setup import replica_setup
 from simulator.simulate import TOKENIZER_FALLBACK, records_of
 from simulator.traffic import stage_traffic, tokenizer_loader
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.model import MODEL, model_path, stack_config
 from serving.errors import ServeoutError
-from serving.local_cluster import ClusterOptions, LocalCluster
+from serving.cluster.local import ClusterOptions, LocalCluster
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = ("text", "json_object", "json_schema", "tool_named", "tool_required", "tool_auto")

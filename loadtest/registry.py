@@ -7,7 +7,7 @@ global mutable registration. Each class names itself with a ``kind`` class attri
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
@@ -30,7 +30,7 @@ def kind_of(cls: type) -> str:
 class Registry(Generic[T]):
     """An immutable mapping of names to classes of one pluggable kind."""
 
-    def __init__(self, what: str, members: Iterable[type[T]]) -> None:
+    def __init__(self, what: str, members: Iterable[type[T]], aliases: Mapping[str, str] | None = None) -> None:
         table: dict[str, type[T]] = {}
         for cls in members:
             name = kind_of(cls)
@@ -39,13 +39,16 @@ class Registry(Generic[T]):
             table[name] = cls
         self.what = what
         self._table = MappingProxyType(table)
+        self._aliases = MappingProxyType(dict(aliases or {}))  # old name -> registered name
 
     def get(self, name: str) -> type[T]:
-        """The class registered as ``name``; :class:`UnknownNameError` lists valid names."""
+        """The class registered as ``name`` (or an old name of it); :class:`UnknownNameError`
+        lists valid names."""
         try:
-            return self._table[name]
+            return self._table[self._aliases.get(name, name)]
         except KeyError:
             raise UnknownNameError(self.what, name, self._table) from None
+
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._table)

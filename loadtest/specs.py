@@ -1,7 +1,7 @@
 """Spec strings: ``name:key=value,key=value`` -> a typed, validated object (pure).
 
 A token without ``=`` extends the previous key's value into a list, so
-``sweep:rates=1,2,4,duration=20s`` gives ``rates=["1", "2", "4"]``; as the first token it
+``rate-sweep:rates=1,2,4,duration=20s`` gives ``rates=["1", "2", "4"]``; as the first token it
 is the value of the model's ``positional`` parameter (``replay:trace.jsonl,speed=2``). The values are
 validated by the registered pydantic model, whose errors become :class:`ConfigError`.
 """
@@ -14,7 +14,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from loadtest.errors import ConfigError
-from loadtest.registry import Registry
+from loadtest.registry import Registry, kind_of
 
 M = TypeVar("M", bound=BaseModel)
 POSITIONAL = ""  # the key of a leading value without ``name=`` (see :func:`build_from_spec`)
@@ -61,7 +61,7 @@ def build_from_spec(registry: Registry[M], text: str) -> M:
             raise ConfigError(f"key {key!r} given twice in spec {text!r}")
         params[key] = params.pop(POSITIONAL)
     try:
-        return cls.model_validate({**params, "kind": name})
+        return cls.model_validate({**params, "kind": kind_of(cls)})
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or name}: {err['msg']}" for err in exc.errors()

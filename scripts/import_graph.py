@@ -12,7 +12,13 @@ excepted: they never run). The rules (docs/development.md):
 - ``loadtest`` does not import ``simulator`` either (``loadtest simulate`` starts it
   as a child program);
 - only ``sweep`` and ``simulator`` import both ``loadtest`` and ``serving``
-  (``sweep`` may import ``simulator``; not the other way round).
+  (``sweep`` may import ``simulator``; not the other way round);
+- inside ``serving``, a folder imports only folders of its own layer or lower
+  (:data:`SERVING_LAYERS`: typed config, then the engine, then the pure request logic
+  (protocol, admission, routing), then the deployments on the request path, then what
+  deploys them);
+- a module has at most :data:`MAX_LINES` lines, except the few in
+  :data:`LONG_MODULES`, each with its reason.
 
 Standard library only, so it runs before any set-up.
 """
@@ -31,6 +37,25 @@ FORBIDDEN = {
     "serving": ("loadtest", "sweep", "simulator"),
     "simulator": ("sweep",),
 }
+
+SERVING_LAYERS: tuple[tuple[str, ...], ...] = (
+    # 0: the exception tree, the typed config, Ray's private APIs
+    ("serving.errors", "serving.ray_internals", "serving.config"),
+    # 1: one engine replica, its queue-depth autoscaling policy, local weights
+    ("serving.engine", "serving.autoscaling", "serving.model_store"),
+    # 2: the per-request decisions, pure: the OpenAI protocol, admission, routing
+    ("serving.openai", "serving.admission", "serving.routing"),
+    # 3: the deployments on the request path: the default path's router and engine
+    #    ingress (direct), the HTTP app (api), the service every gateway replica runs
+    ("serving.direct", "serving.api", "serving.gateway"),
+    # 4: what builds, runs and renders them
+    ("serving.app_builder", "serving.cluster", "serving.manifests", "serving.cli"),
+)
+"""Layers of ``serving``'s folders (and top-level modules), lowest first."""
+
+MAX_LINES = 400
+LONG_MODULES: dict[str, str] = {}
+"""Modules allowed past :data:`MAX_LINES`, each with the reason (none today)."""
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -136,12 +161,34 @@ def _folder(module: str, graph: dict[str, set[str]]) -> str:
     return module if is_package else module.rpartition(".")[0] or module
 
 
-def violations(graph: dict[str, set[str]]) -> list[str]:
+def serving_layer(module: str) -> int | None:
+    """The layer of a ``serving`` module (``None``: the package itself, or not ``serving``)."""
+    for layer, prefixes in enumerate(SERVING_LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return layer
+    return None
+
+
+def violations(graph: dict[str, set[str]], lines: dict[str, int] | None = None) -> list[str]:
     found = [f"import cycle: {' <-> '.join(c)}" for c in cycles(graph)]
     for module, targets in sorted(graph.items()):
         for target in sorted(targets):
             if _top(target) in FORBIDDEN.get(_top(module), ()):
                 found.append(f"{module} imports {target} ({_top(module)} must not import {_top(target)})")
+        if _top(module) == "serving" and module != "serving":
+            layer = serving_layer(module)
+            if layer is None:
+                found.append(f"{module} is in no layer of SERVING_LAYERS (scripts/import_graph.py)")
+                continue
+            for target in sorted(targets):
+                target_layer = serving_layer(target)
+                if target_layer is not None and target_layer > layer:
+                    found.append(f"{module} (layer {layer}) imports {target} (layer {target_layer}): "
+                                 "serving's layers import downwards only")
+    for module, count in sorted((lines or {}).items()):
+        if count > MAX_LINES and module not in LONG_MODULES:
+            found.append(f"{module} has {count} lines (> {MAX_LINES}): split it, or list it in "
+                         "LONG_MODULES with the reason")
     return found
 
 
@@ -161,9 +208,10 @@ def report(root: Path) -> list[str]:
         deps = sorted(folders[folder] - {folder})
         count = sum(1 for m in lines if _folder(m, graph) == folder)
         out.append(f"{folder} ({count} modules) -> {', '.join(deps) or '-'}")
-    found = violations(graph)
+    found = violations(graph, lines)
     out.append("")
-    out.extend(found or ["no import cycle; no forbidden import"])
+    out.extend(found or [f"no import cycle; no forbidden import; serving's layers import downwards; "
+                         f"no module over {MAX_LINES} lines"])
     return out
 
 
@@ -173,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a rule is broken")
     args = parser.parse_args(argv)
     print("\n".join(report(args.root)))
-    graph, _ = build_graph(args.root)
-    return 1 if args.check and violations(graph) else 0
+    graph, lines = build_graph(args.root)
+    return 1 if args.check and violations(graph, lines) else 0
 
 
 if __name__ == "__main__":

@@ -3,11 +3,11 @@
 ``gateway.mode: direct`` (the default): two deployments. ``engine`` (N vLLM replicas,
 each in its own placement group, optionally autoscaled on engine queue depth) is the
 app's ingress: every replica serves the OpenAI API itself
-(:mod:`serving.gateway.engine_ingress`). ``router`` is Serve's ingress request router
-(:mod:`serving.gateway.router_ingress`; Ray starts one per node, or
+(:mod:`serving.direct.engine_ingress`). ``router`` is Serve's ingress request router
+(:mod:`serving.direct.router`; Ray starts one per node, or
 ``RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE``): HAProxy asks it which engine replica
 takes each request, then streams between client and replica. Needs Serve's HAProxy
-ingress (:data:`serving.local_cluster.DIRECT_INGRESS_ENV` in every Ray process).
+ingress (:data:`serving.cluster.local.DIRECT_INGRESS_ENV` in every Ray process).
 
 ``gateway.mode: separate``: ``engine`` behind ``gateway`` (the FastAPI ingress:
 ``gateway.replicas`` of them, or autoscaled on their own requests in flight; each runs
@@ -38,14 +38,14 @@ from pathlib import Path
 from ray import serve
 from ray.serve import Application
 
-from serving.autoscaling import autoscaling_config
+from serving.autoscaling.queue_depth import autoscaling_config
 from serving.config.stack import StackConfig
 from serving.engine.placement import engine_runtime_env, placement_bundles
 from serving.engine.replica import EngineReplica
-from serving.gateway.admission import share_of
-from serving.gateway.engine_ingress import EngineIngress
-from serving.gateway.ingress import Gateway
-from serving.gateway.router_ingress import RouterIngress
+from serving.admission.bound import share_of
+from serving.direct.engine_ingress import EngineIngress
+from serving.gateway.separate import Gateway
+from serving.direct.router import RouterIngress
 from serving.routing.serve_router import request_router_config
 
 ENGINE_DEPLOYMENT = "engine"

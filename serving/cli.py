@@ -28,11 +28,11 @@ from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, rea
 from serving.config.model_spec import Dtype, ModelCatalog
 from serving.config.stack import ENGINE_KINDS, KeyLimits, NullBackend, RoutingPolicyName, StackConfig
 from serving.errors import ConfigError, ServeoutError
-from serving.gateway.api_keys import KeyEntry, read_keys_file
-from serving.drain_local import add_drain_command
+from serving.admission.api_keys import KeyEntry, read_keys_file
+from serving.cluster.drain_node import add_drain_command
 from serving.manifests import add_render_command
 from serving.model_store import ModelStore, default_home, models_dir
-from serving.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
+from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
 
 SMOKE_QUESTION = "What is the capital of France?"
 console = Console(stderr=True)
@@ -164,7 +164,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     config = stack_config_from_args(args, store)
     keys = load_keys(config)
 
-    from serving.local_cluster import ClusterOptions, LocalCluster
+    from serving.cluster.local import ClusterOptions, LocalCluster
 
     cluster = LocalCluster(ClusterOptions(
         log_to_driver=args.verbose, http_host=config.gateway.host, http_port=config.gateway.port))

@@ -2,7 +2,7 @@
 
 Every error a client can cause or observe is a :class:`ServeoutError` subclass.
 The gateway maps them to OpenAI-style bodies and HTTP codes in exactly one place
-(:mod:`serving.gateway.error_mapping`); nothing else chooses a status code.
+(:mod:`serving.openai.error_mapping`); nothing else chooses a status code.
 """
 
 from __future__ import annotations

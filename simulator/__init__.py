@@ -8,6 +8,6 @@ The API the sweep and the planner call (docs/simulator.md), each from its module
 - :func:`simulator.simulate.simulate` ``(LoadTestConfig, SimulationConfig) -> SimulationResult`` - its
   ``summary`` is the load tester's :class:`~loadtest.analysis.summary.Summary`;
 - :func:`simulator.simulate.write_simulation` - ``summary.json``, the reports and ``simulation.json``;
-- :func:`simulator.engine.replica_setup`, :class:`simulator.step_time.StepTimeModel`,
+- :func:`simulator.replica_setup.replica_setup`, :class:`simulator.step_time.StepTimeModel`,
   :func:`simulator.hardware.load_hardware` - the parts.
 """

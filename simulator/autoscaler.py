@@ -2,7 +2,7 @@
 
 Every ``metrics_interval_s`` the replicas' engine queue depth (waiting + running) is
 sampled; Serve averages it over ``look_back_period_s`` and asks the policy
-(:func:`serving.autoscaling.replica_decision`, the real one) for a replica count. A
+(:func:`serving.autoscaling.queue_depth.replica_decision`, the real one) for a replica count. A
 change is applied only after the policy has asked for more (fewer) replicas for
 ``upscale_delay_s`` (``downscale_delay_s``) in a row, as Serve's controller does; a due downscale goes to
 the most replicas asked for during the delay (the policy's own stabilisation). A new
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from serving.autoscaling import replica_decision
-from serving.autoscaling_trend import projected_load
+from serving.autoscaling.queue_depth import replica_decision
+from serving.autoscaling.trend import projected_load
 from serving.config.stack import AutoscalingSpec
 
 
@@ -37,7 +37,7 @@ class ServeAutoscaler:
         while self._samples and self._samples[0][0] < now - spec.look_back_period_s:
             self._samples.popleft()
         average = sum(d for _, d in self._samples) / len(self._samples)
-        if spec.trend_horizon_s > 0:  # serving.autoscaling_trend.TrendPolicy: the projected average
+        if spec.trend_horizon_s > 0:  # serving.autoscaling.trend.TrendPolicy: the projected average
             self._averages.append((now, average))
             while self._averages[0][0] < now - spec.trend_window_s:
                 self._averages.popleft()

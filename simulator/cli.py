@@ -56,7 +56,7 @@ def plain(text: str) -> str:
 
 
 def load_options_epilog() -> str:
-    """The load options ``run`` and ``replay`` pass to ``loadtest run``'s own parser, as help text."""
+    """The load options ``run`` and ``autoscale`` pass to ``loadtest run``'s own parser, as help text."""
     runner = next(a for a in loadtest_parser()._subparsers._group_actions).choices["run"]
     lines = ["load options (parsed by `loadtest run`'s parser, same meaning; its other options are accepted and "
              "have no effect on a simulation):"]
@@ -107,25 +107,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("hardware", help="list the hardware profiles and their assumed constants")
 
-    replay = sub.add_parser("replay", help="one load (e.g. --profile day:...) autoscaled vs static replica counts: "
-                                           "GPU-hours, SLO attainment, scale-up lag (plus the load options of "
-                                           "`loadtest run`)", epilog=epilog,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    replay.add_argument("--hardware", required=True, help="a profile name (see `simulator hardware`) or YAML path")
-    replay.add_argument("--stack", type=Path, default=None,
+    autoscale = sub.add_parser("autoscale", aliases=["replay"],
+                               help="one load (e.g. --profile day:...) autoscaled vs static replica counts: "
+                                    "GPU-hours, SLO attainment, scale-up lag (plus the load options of "
+                                    "`loadtest run`; `replay` is the old name)", epilog=epilog,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    autoscale.add_argument("--hardware", required=True, help="a profile name (see `simulator hardware`) or YAML path")
+    autoscale.add_argument("--stack", type=Path, default=None,
                         help="a stack file whose model, autoscaling policy, routing and gateway bound to use")
-    replay.add_argument("--model", default=None, help="a model spec name (default: the stack's, else smollm2)")
-    replay.add_argument("--tensor-parallel", type=int, default=None, help="ranks per replica (default: the spec's)")
-    replay.add_argument("--autoscale", type=_autoscale, default=None, metavar="MIN..MAX",
+    autoscale.add_argument("--model", default=None, help="a model spec name (default: the stack's, else smollm2)")
+    autoscale.add_argument("--tensor-parallel", type=int, default=None, help="ranks per replica (default: the spec's)")
+    autoscale.add_argument("--autoscale", type=_autoscale, default=None, metavar="MIN..MAX",
                         help="the autoscaler's bounds (default: the stack's)")
-    replay.add_argument("--static", type=_static_counts, default=None, metavar="N[,M...]",
+    autoscale.add_argument("--static", type=_static_counts, default=None, metavar="N[,M...]",
                         help="static replica counts to compare (default: MAX and the smallest meeting the SLO)")
-    replay.add_argument("--replica-start", type=float, default=None, metavar="SECONDS",
+    autoscale.add_argument("--replica-start", type=float, default=None, metavar="SECONDS",
                         help="a new replica's start time (default: the hardware profile's)")
-    replay.add_argument("--routing", default=None, help="routing policy (default: the stack's, else least-loaded)")
-    replay.add_argument("--max-in-flight", type=int, default=None,
+    autoscale.add_argument("--routing", default=None, help="routing policy (default: the stack's, else least-loaded)")
+    autoscale.add_argument("--max-in-flight", type=int, default=None,
                         help="gateway admission bound (default: the stack's, else 256)")
-    replay.add_argument("--models-dir", type=Path, default=REPO / "models")
+    autoscale.add_argument("--models-dir", type=Path, default=REPO / "models")
     return parser
 
 
@@ -171,7 +172,7 @@ def simulation_config(args: argparse.Namespace) -> SimulationConfig:
 def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     from loadtest.reports.table import summary_renderable
     from simulator.accuracy import band_for, margin_flags, simulated_label
-    from simulator.engine import replica_setup
+    from simulator.replica_setup import replica_setup
     from simulator.machine import cpu_mismatch
     from simulator.simulate import simulate, write_simulation
 
@@ -211,7 +212,7 @@ def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from simulator.calibration import fit_profile, load_step_times, write_profile
-    from simulator.engine import load_model
+    from simulator.replica_setup import load_model
     from simulator.hardware import load_hardware
 
     if args.quick == (args.step_times is not None):
@@ -267,15 +268,16 @@ def quick_measurements(name: str, console: Console):
         "fitted_on_cpu": here, "description": f"{base.description} (refitted on {here})"})
 
 
-def cmd_replay(args: argparse.Namespace, rest: list[str], console: Console) -> int:
+def cmd_autoscale(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     from serving.config.stack import AutoscalingSpec
-    from simulator.engine import replica_setup
-    from simulator.replay import print_replay, replay, stack_policy, write_replay
+    from simulator.replica_setup import replica_setup
+    from simulator.autoscale_run import run_autoscale, stack_policy
+    from simulator.autoscale_report import print_autoscale, write_autoscale
 
     stack = stack_policy(args.stack) if args.stack else None
     policy = stack.autoscaling if stack else AutoscalingSpec()
     if args.autoscale is None and stack is None:
-        raise SimulationConfigError("replay needs --autoscale MIN..MAX or a --stack file with an autoscaling policy")
+        raise SimulationConfigError("autoscale needs --autoscale MIN..MAX or a --stack file with an autoscaling policy")
     low, high = args.autoscale or (policy.min_replicas, policy.max_replicas)
     args.model = args.model or (stack.model if stack and stack.model else "smollm2-135m-instruct")
     args.routing = args.routing or (stack.routing.value if stack else "least-loaded")
@@ -288,9 +290,9 @@ def cmd_replay(args: argparse.Namespace, rest: list[str], console: Console) -> i
     load_args = loadtest_parser().parse_args(["run", "--target", SIMULATED_TARGET, "--model", args.model,
                                               "--no-metrics", *rest])
     config = config_from_args(load_args)
-    out = load_args.out or Path("results") / time.strftime("replay-%Y%m%d-%H%M%S")
+    out = load_args.out or Path("results") / time.strftime("autoscale-%Y%m%d-%H%M%S")
     err = Console(stderr=True)
-    err.print(f"[bold]simulator replay[/] {args.model} on {args.hardware}: {config.profile.kind} x "
+    err.print(f"[bold]simulator autoscale[/] {args.model} on {args.hardware}: {config.profile.kind} x "
               f"{config.workload.kind}, autoscaled {low}..{high} vs static "
               f"{','.join(map(str, args.static)) if args.static else f'{high} + the smallest meeting the SLO'}; "
               f"results in {out}")
@@ -303,9 +305,9 @@ def cmd_replay(args: argparse.Namespace, rest: list[str], console: Console) -> i
                 tasks[name] = bar.add_task(name, total=config.duration_s, now="")
             bar.update(tasks[name], completed=t, now=f"{t:,.0f} s simulated")
 
-        report = replay(config, base, policy, statics=args.static, progress=progress)
-    write_replay(report, out)
-    print_replay(report, console)
+        report = run_autoscale(config, base, policy, statics=args.static, progress=progress)
+    write_autoscale(report, out)
+    print_autoscale(report, console)
     console.print(f"simulated in {sum(r.wall_s for r in report.runs):.0f} s; results: {out}")
     return ExitCode.OK
 
@@ -325,8 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = build_parser().parse_known_args(argv)
     if args.command == "run":
         return run_command(lambda a, console: cmd_run(a, rest, console), args)
-    if args.command == "replay":
-        return run_command(lambda a, console: cmd_replay(a, rest, console), args)
+    if args.command in ("autoscale", "replay"):
+        if args.command == "replay":
+            print("note: `simulator replay` is now `simulator autoscale`; the old name will go", file=sys.stderr)
+        return run_command(lambda a, console: cmd_autoscale(a, rest, console), args)
     if rest:
         build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
     return run_command({"calibrate": cmd_calibrate, "hardware": cmd_hardware}[args.command], args)

@@ -5,9 +5,9 @@ step(s) end; the autoscaler ticks; a new replica becomes ready. The parts that d
 are serveout's own: :class:`serving.routing.core.RoutingCore` with the configured
 policy ranks the live replicas for every request (fed each replica's ongoing count as
 Serve's queue-length cache, the id the router would see, and the prompt's token ids);
-:class:`serving.gateway.admission.AdmissionController`, on the simulated clock, turns
+:class:`serving.admission.bound.AdmissionController`, on the simulated clock, turns
 requests past the gateway's bound into 429s; :class:`ServeAutoscaler` applies
-:func:`serving.autoscaling.desired_replicas`. As Serve does, a request goes to the
+:func:`serving.autoscaling.queue_depth.desired_replicas`. As Serve does, a request goes to the
 first ranked replica with fewer than ``max_ongoing`` requests, else waits at the handle
 until one finishes. The client side is ``loadtest run``'s: open-loop arrivals from the
 same schedule (at most ``max_concurrency`` sessions in flight; a late start is
@@ -33,14 +33,14 @@ from loadtest.client.openai_api import MAX_RETRY_AFTER_S
 from loadtest.config import LoadTestConfig
 from loadtest.profiles import OpenLoad, StagePlan
 from serving.errors import OverloadedError
-from serving.gateway.admission import AdmissionController
+from serving.admission.bound import AdmissionController
 from serving.routing import RoutingRequest, build_policy
 from serving.routing.core import Candidate, RoutingCore
-from serving.routing.metrics import RouterMetrics
+from serving.routing.metrics import RoutingMetrics
 from serving.routing.prefix_index import block_hashes
 from simulator.autoscaler import ServeAutoscaler
 from simulator.config import SimulationConfig
-from simulator.engine import ReplicaSetup
+from simulator.replica_setup import ReplicaSetup
 from simulator.replica import Replica, Seq
 from simulator.token_gaps import TokenGaps
 from simulator.traffic import StageTraffic
@@ -101,7 +101,7 @@ class ClusterSim:
         self._path_rng = random.Random(seed + 1)  # each request's serving path (users drift apart, as real ones)
         self._path_mean = setup.hardware.serving_path_s
         self._path_sigma = setup.hardware.path_sigma
-        self.core = RoutingCore(build_policy(sim.routing, rng=rng), RouterMetrics("engine"), rng=rng)
+        self.core = RoutingCore(build_policy(sim.routing, rng=rng), RoutingMetrics("engine"), rng=rng)
         self.admission = AdmissionController(sim.max_in_flight, clock=lambda: self.now)
         self.autoscaler = ServeAutoscaler(sim.autoscaling) if sim.autoscaling.enabled else None
         self.hosts: list[Host] = []

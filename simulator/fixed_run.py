@@ -23,10 +23,10 @@ import numpy as np
 from loadtest.cli import build_parser, config_from_args
 from serving.routing import build_policy
 from serving.routing.core import RoutingCore
-from serving.routing.metrics import RouterMetrics
+from serving.routing.metrics import RoutingMetrics
 from simulator.cluster import ClusterSim, Host, StageRun
 from simulator.config import SimulationConfig
-from simulator.engine import ReplicaSetup, replica_setup
+from simulator.replica_setup import ReplicaSetup, replica_setup
 from simulator.errors import SimulationConfigError
 from simulator.kv_cache import BlockPool
 from simulator.workloads.requests import FixedTraffic, RequestSet
@@ -121,7 +121,7 @@ class FixedArrivalSim(ClusterSim):
                     f"the engine view needs prefix_block_tokens = the simulated cache's unit "
                     f"({setup.replica().unit_tokens}), got {sim.routing.prefix_block_tokens}")
             rng = random.Random(seed)
-            self.core = RoutingCore(build_policy(sim.routing, rng=rng), RouterMetrics("engine"), rng=rng,
+            self.core = RoutingCore(build_policy(sim.routing, rng=rng), RoutingMetrics("engine"), rng=rng,
                                     cache_views=self._cache_view)
         self._views: dict[str, SimulatedCacheView] = {}
         self.routed: dict[str, int] = {}

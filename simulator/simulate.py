@@ -38,7 +38,7 @@ from loadtest.run.orchestrator import StageResult, summarise_run
 from simulator.accuracy import band_for
 from simulator.cluster import ClusterSim, StageRun
 from simulator.config import SimulationConfig
-from simulator.engine import ReplicaSetup, replica_setup
+from simulator.replica_setup import ReplicaSetup, replica_setup
 from simulator.machine import cpu_mismatch
 from simulator.traffic import StageTraffic, TrafficCache, stage_traffic, tokenizer_loader
 

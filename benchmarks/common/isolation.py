@@ -1,12 +1,12 @@
 """When a benchmark re-runs itself in a loopback-only network namespace (the mechanism
-is :mod:`serving.netns`): Ray must not listen outside on a shared box."""
+is :mod:`serving.cluster.netns`): Ray must not listen outside on a shared box."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from serving.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
+from serving.cluster.netns import in_loopback_netns, python_argv, reexec_in_loopback_netns
 
 
 def loopback_if_root(module: str) -> None:

@@ -36,7 +36,7 @@ import httptools
 
 from benchmarks.common.servers import HOST, ServerStartError, start, stop, wait_healthy
 from benchmarks.common.timed_answers import BadRequest, StreamFrames, TimedConfig, parse_completion, whole_answer
-from serving.netns import python_argv
+from serving.cluster.netns import python_argv
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common.servers import start, stop
-from serving.netns import python_argv
+from serving.cluster.netns import python_argv
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ ProfileConfig = Annotated[
 
 def profile_registry() -> Registry:
     """The registry of load profiles."""
-    return Registry("profile", PROFILE_CLASSES)
+    return Registry("profile", PROFILE_CLASSES, aliases={"sweep": "rate-sweep"})
 
 
 def parse_profile(spec: str) -> ProfileConfig:

@@ -65,7 +65,7 @@ class RateSweep(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["sweep"] = "sweep"
+    kind: Literal["rate-sweep", "sweep"] = "rate-sweep"  # "sweep": the old name, read as "rate-sweep"
     needs_slo: ClassVar[bool] = True
     needs_duration: ClassVar[bool] = True
     searches_rate: ClassVar[bool] = True
@@ -77,6 +77,11 @@ class RateSweep(BaseModel):
     burstiness: float = Field(1.0, gt=0.0)
     max_concurrency: int = Field(256, ge=1, le=4096)
     max_error_rate: Fraction = Field(0.01, ge=0.0, le=1.0)
+
+    @field_validator("kind")
+    @classmethod
+    def _current_name(cls, value: str) -> str:
+        return "rate-sweep"
 
     @field_validator("rates", mode="before")
     @classmethod

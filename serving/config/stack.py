@@ -84,7 +84,7 @@ class AutoscalingSpec(Strict):
     )
     stabilize_downscale: bool = Field(
         True, description="a due downscale goes to the most replicas asked for during the downscale delay, "
-        "not to the last tick's count (serving.autoscaling.stabilized_downscale)"
+        "not to the last tick's count (serving.autoscaling.queue_depth.stabilized_downscale)"
     )
 
     @model_validator(mode="after")

@@ -29,7 +29,7 @@ import psutil
 import ray
 from ray import serve
 
-from serving.autoscaling import QUEUE_DEPTH_METRIC
+from serving.autoscaling.queue_depth import QUEUE_DEPTH_METRIC
 from serving.config.model_spec import AcceleratorKind
 from serving.config.stack import EngineReplicaConfig, NullBackend
 from serving.engine.core_slots import CoreSlot, claim_core_slot

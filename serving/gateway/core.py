@@ -2,8 +2,8 @@
 
 :class:`GatewayCore` holds admission, API keys, the tokenizer, metrics and the OpenAI
 app. In the direct mode it runs inside every engine replica
-(:class:`~serving.gateway.engine_ingress.EngineIngress`); in the separate mode inside
-each gateway replica (:class:`~serving.gateway.ingress.Gateway`).
+(:class:`~serving.direct.engine_ingress.EngineIngress`); in the separate mode inside
+each gateway replica (:class:`~serving.gateway.separate.Gateway`).
 
 Settings change without a restart: :meth:`GatewayCore.reconfigure` takes a new
 :class:`StackConfig` (Serve calls the hosting replica's ``reconfigure`` with the app's
@@ -27,17 +27,17 @@ from ray import serve
 
 from serving.config.stack import GatewaySpec, StackConfig
 from serving.errors import ConfigError
-from serving.gateway.admission import AdmissionController
-from serving.gateway.api_keys import ANONYMOUS, KeyRing, read_keys_file
+from serving.admission.bound import AdmissionController
+from serving.admission.api_keys import ANONYMOUS, KeyRing, read_keys_file
 from serving.gateway.engine_client import EngineClient
-from serving.gateway.http_app import build_http_app
-from serving.gateway.key_limits import KeyRateLimiter
+from serving.api.app import build_http_app
+from serving.admission.key_limits import KeyRateLimiter
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.metrics_sharing import FleetMetrics, RayBoardChannel, shared_views
-from serving.gateway.plan_store import PlanStore
+from serving.direct.handoff_store import HandoffStore
 from serving.gateway.replica_status import ReplicaCounts, ServeReplicaWatcher
 from serving.gateway.service import GatewayService, ServedModel
-from serving.gateway.tokenization import prompt_tokenizer
+from serving.openai.tokenization import prompt_tokenizer
 from serving.routing.metrics import routing_collector
 
 log = logging.getLogger("serveout.gateway")
@@ -83,7 +83,7 @@ class GatewayCore:
     plans (direct mode) or None."""
 
     def __init__(self, config: StackConfig, engine: EngineClient, *, engine_deployment: str,
-                 plans: PlanStore | None = None) -> None:
+                 plans: HandoffStore | None = None) -> None:
         self._config = config
         # prometheus_client's process registry: the request router (which Serve runs
         # inside this process) adds its collectors there too, so /metrics shows both.
@@ -99,9 +99,9 @@ class GatewayCore:
         starting = config.gateway_replicas_at_start
         self._admission = AdmissionController(
             gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
-            active_window_s=gateway.fair_share_window_s, gateways=starting,
+            active_window_s=gateway.fair_share_window_s, sharers=starting,
         )
-        self._rate_limiter = KeyRateLimiter(gateways=starting)
+        self._rate_limiter = KeyRateLimiter(sharers=starting)
         self._watcher = ServeReplicaWatcher(
             config.app_name, engine_deployment, gateway=context.deployment, on_update=self._publish_replicas
         )
@@ -184,7 +184,7 @@ class GatewayCore:
         self._admission.retain_keys(names)
 
     async def drain(self, timeout_s: float | None = None) -> dict:
-        """See :meth:`serving.gateway.ingress.Gateway.drain`."""
+        """See :meth:`serving.gateway.separate.Gateway.drain`."""
         if self._service.draining:
             return {"replica": self.replica_id, "report": None}
         timeout = self._config.drain.timeout_s if timeout_s is None else timeout_s
@@ -198,17 +198,19 @@ class GatewayCore:
         if self._fleet is not None:
             await self._fleet.close()
 
-    def _publish_replicas(self, engines: ReplicaCounts, gateways: ReplicaCounts) -> None:
+    def _publish_replicas(self, engines: ReplicaCounts, sharers: ReplicaCounts) -> None:
         gauge, model = self._metrics.replicas, self._config.model.name
         gauge.labels(model, "ready").set(engines.ready)
         gauge.labels(model, "starting").set(engines.starting)
         gauge.labels(model, "desired").set(engines.desired)
-        # Every gateway replica that runs or starts shares the bound: counting only the
-        # ready ones would let each of them admit too much while another one starts (a
-        # starting replica takes nothing yet, so the app admits a little less meanwhile).
-        if gateways.desired:
-            self._admission.set_gateways(gateways.desired)
-            self._rate_limiter.set_gateways(gateways.desired)
+        # Every replica that runs admission (an engine replica in the direct mode, a
+        # gateway replica in the separate mode), running or starting, shares the bound:
+        # counting only the ready ones would let each of them admit too much while
+        # another one starts (a starting replica takes nothing yet, so the app admits a
+        # little less meanwhile).
+        if sharers.desired:
+            self._admission.set_sharers(sharers.desired)
+            self._rate_limiter.set_sharers(sharers.desired)
 
     def _status(self) -> dict:
         c = self._config
@@ -223,7 +225,7 @@ class GatewayCore:
             "autoscaling": c.autoscaling.model_dump() if c.autoscaling.enabled else None,
             "draining": self._service.draining,
             "gateway": {"mode": c.gateway.mode, "replica": self.replica_id,
-                        "replicas": self._admission.gateways},
+                        "replicas": self._admission.sharers},
             "in_flight": self._admission.in_flight,
             "admission_limit": self._admission.limit,
             "app_admission_limit": self._admission.app_limit,

@@ -24,7 +24,7 @@ from serving.manifests.promql import Selectors
 
 OVERLOAD_REASONS = ("overloaded", "fair_share")
 """Refusal reasons that mean the server is full: the admission bound, or a key's fair
-share of it (``serving.gateway.admission``). The gateway also counts ``rpm``, ``tpm``
+share of it (``serving.admission.bound``). The gateway also counts ``rpm``, ``tpm``
 and ``concurrency`` there: a key's own limits."""
 REJECTED_SHARE = 0.05
 """Alert when more than this share of requests is refused for :data:`OVERLOAD_FOR`."""

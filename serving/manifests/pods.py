@@ -9,11 +9,11 @@ with Serve's HAProxy settings (:mod:`.ray_env`) and, when the gateway has API ke
 mount the keys Secret read-only (:mod:`.access`).
 
 Stopping a pod drains what runs on it, as ``serving down`` drains a local stack: its
-preStop hook runs :mod:`serving.drain_local` (the node's Serve proxy leaves the Service
+preStop hook runs :mod:`serving.cluster.drain_node` (the node's Serve proxy leaves the Service
 and soft-stops; every gateway replica on the node refuses new completions, lets its
 requests finish for ``drain.timeout_s`` and cuts the rest with an error the client sees),
 then ``ray stop``. ``terminationGracePeriodSeconds`` leaves room for all of it
-(:func:`serving.drain_local.prestop_budget_s`). The drain's JSON report goes to the
+(:func:`serving.cluster.drain_node.prestop_budget_s`). The drain's JSON report goes to the
 container's log (``/proc/1/fd/1``: a hook's own output is not kept).
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import shlex
 
 from serving.config.stack import StackConfig
-from serving.drain_local import prestop_budget_s
+from serving.cluster.drain_node import prestop_budget_s
 from serving.manifests.access import KeysMount, keys_mount, ray_auth_env
 from serving.manifests.naming import (
     CLIENT_PORT,
@@ -38,7 +38,7 @@ from serving.manifests.naming import (
     drained_deployment,
 )
 from serving.manifests.ray_env import container_env
-from serving.manifests.sizing import FrontEndPlan, GatewayPlan, WorkerPlan
+from serving.manifests.sizing import FrontEndSizing, GatewaySizing, WorkerSizing
 from serving.manifests.target import ClusterTarget, Placement
 
 WEIGHTS_VOLUME = "model-weights"
@@ -52,7 +52,7 @@ OFFLINE_ENV = {
 }
 
 
-def head_pod_template(config: StackConfig, target: ClusterTarget, front: FrontEndPlan) -> dict:
+def head_pod_template(config: StackConfig, target: ClusterTarget, front: FrontEndSizing) -> dict:
     """The head pod: GCS, dashboard, Serve controller, its Serve proxy (and, in the separate
     mode without gateway pods, possibly gateway replicas)."""
     head = target.head
@@ -69,8 +69,8 @@ def head_pod_template(config: StackConfig, target: ClusterTarget, front: FrontEn
                      affinity=target.cpu_node_affinity(head))
 
 
-def gateway_pod_template(config: StackConfig, target: ClusterTarget, plan: GatewayPlan,
-                         front: FrontEndPlan) -> dict:
+def gateway_pod_template(config: StackConfig, target: ClusterTarget, plan: GatewaySizing,
+                         front: FrontEndSizing) -> dict:
     """A gateway pod: a CPU node's room for one gateway replica and the Serve proxy beside it."""
     pods = target.gateways
     assert pods is not None, "gateway pods are rendered only for targets that ask for them"
@@ -81,8 +81,8 @@ def gateway_pod_template(config: StackConfig, target: ClusterTarget, plan: Gatew
                      affinity=target.cpu_node_affinity(pods))
 
 
-def worker_pod_template(config: StackConfig, target: ClusterTarget, plan: WorkerPlan,
-                        front: FrontEndPlan) -> dict:
+def worker_pod_template(config: StackConfig, target: ClusterTarget, plan: WorkerSizing,
+                        front: FrontEndSizing) -> dict:
     """An engine worker pod: room for exactly one engine replica (see :mod:`.sizing`), and
     its node's Serve proxy (HAProxy) and routers."""
     ports = [_port(SERVE_PORT_NAME, config.gateway.port), _port(METRICS_PORT_NAME, METRICS_PORT)]
@@ -96,14 +96,14 @@ def worker_pod_template(config: StackConfig, target: ClusterTarget, plan: Worker
 
 
 def prestop_command(config: StackConfig) -> list[str]:
-    """The preStop hook's command: drain this node (:mod:`serving.drain_local`), then stop Ray."""
-    drain = shlex.join(["python", "-m", "serving.drain_local", "--app", config.app_name,
+    """The preStop hook's command: drain this node (:mod:`serving.cluster.drain_node`), then stop Ray."""
+    drain = shlex.join(["python", "-m", "serving.cluster.drain_node", "--app", config.app_name,
                         "--deployment", drained_deployment(config), "--timeout-s", f"{config.drain.timeout_s:g}"])
     return ["/bin/sh", "-c", f"{drain} >/proc/1/fd/1 2>&1; ray stop"]
 
 
 def _container(name: str, config: StackConfig, target: ClusterTarget, ports: list[dict],
-               resources: dict, front: FrontEndPlan, cpus: int) -> dict:
+               resources: dict, front: FrontEndSizing, cpus: int) -> dict:
     mounts = [
         {"name": WEIGHTS_VOLUME, "mountPath": str(target.weights.mount_path), "readOnly": True},
         {"name": SHM_VOLUME, "mountPath": SHM_PATH},

@@ -4,7 +4,7 @@ Serve reads them once, at import, in every process (the controller, each node's 
 manager, the replicas), so they go into the environment of every Ray container (head,
 engine workers, gateway pods) and, for bare VMs, into ``ray-env.sh``, which
 ``deploy/bare-metal/launch.sh`` sources before ``ray start``. They are the local stack's
-(:func:`serving.local_cluster.direct_ingress_env`: Serve's HAProxy ingress, the router
+(:func:`serving.cluster.local.direct_ingress_env`: Serve's HAProxy ingress, the router
 asked about every POST with its body, retries of a request a replica refused before its
 first byte), with three values set for the cluster:
 
@@ -27,8 +27,8 @@ import math
 import shlex
 
 from serving.config.stack import StackConfig
-from serving.local_cluster import direct_ingress_env
-from serving.manifests.sizing import FrontEndPlan
+from serving.cluster.local import direct_ingress_env
+from serving.manifests.sizing import FrontEndSizing
 
 ROUTERS_ENV = "RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE"
 THREADS_ENV = "RAY_SERVE_HAPROXY_NBTHREAD"
@@ -38,7 +38,7 @@ HARD_STOP_MARGIN_S = 30
 event, the connection's close)."""
 
 
-def ray_serve_env(config: StackConfig, plan: FrontEndPlan, pod_cpus: int) -> dict[str, str]:
+def ray_serve_env(config: StackConfig, plan: FrontEndSizing, pod_cpus: int) -> dict[str, str]:
     """The Serve settings of a Ray process on a pod (or VM) with ``pod_cpus`` cores."""
     env = direct_ingress_env(pod_cpus)
     env[ROUTERS_ENV] = str(plan.routers_per_node)
@@ -49,12 +49,12 @@ def ray_serve_env(config: StackConfig, plan: FrontEndPlan, pod_cpus: int) -> dic
     return env
 
 
-def container_env(config: StackConfig, plan: FrontEndPlan, pod_cpus: int) -> list[dict]:
+def container_env(config: StackConfig, plan: FrontEndSizing, pod_cpus: int) -> list[dict]:
     """:func:`ray_serve_env` as a container's ``env`` entries."""
     return [{"name": name, "value": value} for name, value in ray_serve_env(config, plan, pod_cpus).items()]
 
 
-def env_script(config: StackConfig, plan: FrontEndPlan, vm_cpus: int) -> str:
+def env_script(config: StackConfig, plan: FrontEndSizing, vm_cpus: int) -> str:
     """``ray-env.sh`` for bare VMs: the same settings as shell exports (``launch.sh``
     sources it with ``RAY_ENV=ray-env.sh`` before ``ray start`` on every VM)."""
     lines = [f"export {name}={shlex.quote(value)}" for name, value in ray_serve_env(config, plan, vm_cpus).items()]

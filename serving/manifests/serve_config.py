@@ -7,7 +7,7 @@ exactly the config that was rendered.
 
 The engine deployment's replica options are also stated in the file
 (``deployments:``), exactly as the app builder sets them: ``autoscaling_config``
-with serveout's queue-depth policy (:mod:`serving.autoscaling`) when autoscaling is
+with serveout's queue-depth policy (:mod:`serving.autoscaling.queue_depth`) when autoscaling is
 on, else ``num_replicas``, so the scaling Serve applies is visible in the file
 KubeRay posts, next to the worker group's bounds. A unit test pins them to the app
 builder's. (Serve's code version hashes ``args`` and the policy, so re-rendering a
@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import ipaddress
 
-from serving.autoscaling import policy_kwargs
+from serving.autoscaling.queue_depth import policy_kwargs
 from serving.config.stack import StackConfig
 from serving.errors import ConfigError
 from serving.manifests.naming import ENGINE_DEPLOYMENT
 
 IMPORT_PATH = "serving.app_builder:app_from_args"
 ROUTE_PREFIX = "/"
-QUEUE_DEPTH_POLICY = "serving.autoscaling.QueueDepthPolicy"
+QUEUE_DEPTH_POLICY = "serving.autoscaling.queue_depth.QueueDepthPolicy"
 """Import path of the Serve autoscaling policy, as Serve records it (``module.Class``)."""
-TREND_POLICY = "serving.autoscaling_trend.TrendPolicy"
+TREND_POLICY = "serving.autoscaling.trend.TrendPolicy"
 """The same with ``trend_horizon_s`` set (it looks ahead along the queue's trend)."""
 
 
@@ -45,7 +45,7 @@ def serve_application(config: StackConfig) -> dict:
 def engine_replica_options(config: StackConfig) -> dict:
     """The engine deployment's replica count or Serve ``autoscaling_config`` (plain data).
 
-    Mirrors :func:`serving.autoscaling.autoscaling_config` without importing Ray.
+    Mirrors :func:`serving.autoscaling.queue_depth.autoscaling_config` without importing Ray.
     """
     scaling = config.autoscaling
     if not scaling.enabled:

@@ -43,7 +43,7 @@ GPU_RESOURCE = {AcceleratorKind.H200: "nvidia.com/gpu", AcceleratorKind.B300: "n
 
 
 @dataclass(frozen=True)
-class WorkerPlan:
+class WorkerSizing:
     """The engine worker group of one config on one target."""
 
     min_pods: int
@@ -57,7 +57,7 @@ class WorkerPlan:
     autoscaling: bool
 
 
-def plan_workers(config: StackConfig, target: ClusterTarget) -> WorkerPlan:
+def plan_workers(config: StackConfig, target: ClusterTarget) -> WorkerSizing:
     """The worker group for ``config`` on ``target``; :class:`ConfigError` if it cannot fit."""
     spec = config.model
     if spec.accelerator is not target.accelerator:
@@ -105,7 +105,7 @@ def plan_workers(config: StackConfig, target: ClusterTarget) -> WorkerPlan:
         low, initial, high = scaling.min_replicas, max(scaling.min_replicas, 1), scaling.max_replicas
     else:
         low = initial = high = config.replicas.num_replicas
-    return WorkerPlan(
+    return WorkerSizing(
         min_pods=low,
         initial_pods=initial,
         max_pods=high,
@@ -149,7 +149,7 @@ proxy + one replica) plus Ray's daemons."""
 
 
 @dataclass(frozen=True)
-class GatewayPlan:
+class GatewaySizing:
     """The gateway worker group: pods of :data:`GATEWAYS_PER_POD` gateway replicas each."""
 
     min_pods: int
@@ -164,7 +164,7 @@ class GatewayPlan:
         return self.min_pods != self.max_pods
 
 
-def plan_gateways(config: StackConfig, target: ClusterTarget) -> GatewayPlan | None:
+def plan_gateways(config: StackConfig, target: ClusterTarget) -> GatewaySizing | None:
     """Pods for the gateway replicas ``config`` runs, or None when the target gives the
     gateways no pods of their own or the config runs none (``gateway.mode: direct``).
 
@@ -182,7 +182,7 @@ def plan_gateways(config: StackConfig, target: ClusterTarget) -> GatewayPlan | N
         low, high = scaling.min_replicas, scaling.max_replicas
     else:
         low = high = gateway.max_replica_count
-    return GatewayPlan(
+    return GatewaySizing(
         min_pods=math.ceil(low / GATEWAYS_PER_POD),
         max_pods=math.ceil(high / GATEWAYS_PER_POD),
         cpus=pods.cpus,
@@ -221,7 +221,7 @@ MIN_ROUTERS_PER_NODE = 2
 
 
 @dataclass(frozen=True)
-class FrontEndPlan:
+class FrontEndSizing:
     """How the front end is sized on a target: routers per proxy node and HAProxy threads
     (None: not sized, the target states no peak), with the figures they came from."""
 
@@ -257,7 +257,7 @@ def routers_per_node(peak_requests_per_s: float) -> int:
     return max(MIN_ROUTERS_PER_NODE, math.ceil(busy / FRONT_END_UTILISATION) + SPARE_ROUTERS)
 
 
-def plan_front_end(config: StackConfig, target: ClusterTarget) -> FrontEndPlan:
+def plan_front_end(config: StackConfig, target: ClusterTarget) -> FrontEndSizing:
     """The front end for ``config`` on ``target``; :class:`ConfigError` when a pod taking
     client traffic has fewer cores than its HAProxy threads."""
     if config.gateway.direct and config.gateway.ray_resources:
@@ -268,14 +268,14 @@ def plan_front_end(config: StackConfig, target: ClusterTarget) -> FrontEndPlan:
     traffic = target.traffic
     peak = traffic.peak_output_tokens_per_s
     if peak is None:
-        return FrontEndPlan(routers_per_node=MIN_ROUTERS_PER_NODE, haproxy_threads=None)
+        return FrontEndSizing(routers_per_node=MIN_ROUTERS_PER_NODE, haproxy_threads=None)
     requests = peak / traffic.output_tokens_per_request
     threads = haproxy_threads(peak, requests)
     for name, cpus in client_pod_cpus(config, target).items():
         if threads > cpus:
             raise ConfigError(f"{name} pods take client traffic with {cpus} CPUs, but HAProxy needs "
                               f"{threads} threads for the target's peak of {peak:g} tok/s")
-    return FrontEndPlan(
+    return FrontEndSizing(
         routers_per_node=routers_per_node(requests) if config.gateway.direct else MIN_ROUTERS_PER_NODE,
         haproxy_threads=threads, peak_tokens_per_s=peak, peak_requests_per_s=requests,
         replica_tokens_per_s=peak / config.max_replica_count if config.gateway.direct else None,

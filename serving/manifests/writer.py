@@ -33,7 +33,7 @@ from serving.manifests.sizing import (
     REPLICA_CPU_US_PER_TOKEN,
     ROUTER_CPU_US_PER_REQUEST,
     SPARE_ROUTERS,
-    FrontEndPlan,
+    FrontEndSizing,
     head_takes_clients,
     plan_front_end,
     plan_gateways,
@@ -79,7 +79,7 @@ def _nodes_note(config: StackConfig, target: ClusterTarget) -> str:
     return note + _front_end_note(config, target, plan_front_end(config, target)) + _driver_note(target)
 
 
-def _front_end_note(config: StackConfig, target: ClusterTarget, front: FrontEndPlan) -> str:
+def _front_end_note(config: StackConfig, target: ClusterTarget, front: FrontEndSizing) -> str:
     """Who takes client traffic, and how HAProxy and the routers were sized (comment lines)."""
     entry = "the engine pods" if config.gateway.direct else "every worker pod"
     if head_takes_clients(config, target):

@@ -34,7 +34,7 @@ from serving.engine.protocol import EngineStats
 from serving.routing.assignments import Assignment, AssignmentTracker
 from serving.routing.engine_cache import CacheView
 from serving.routing.least_loaded import LeastLoadedPolicy
-from serving.routing.metrics import RouterMetrics
+from serving.routing.metrics import RoutingMetrics
 from serving.routing.policy import ReplicaLoad, RoutingPolicy, RoutingRequest
 
 
@@ -52,7 +52,7 @@ class RoutingCore:
     def __init__(
         self,
         policy: RoutingPolicy,
-        metrics: RouterMetrics,
+        metrics: RoutingMetrics,
         *,
         tracker: AssignmentTracker | None = None,
         rng: random.Random | None = None,

@@ -31,7 +31,7 @@ engine deployment; ``replica`` is Serve's replica id):
     for an outside autoscaler (KEDA, HPA).
 
 Series of replicas that left are dropped. Shape: each router owns a
-:class:`RouterMetrics`; one :class:`RoutingMetricsCollector` per Prometheus
+:class:`RoutingMetrics`; one :class:`RoutingMetricsCollector` per Prometheus
 registry merges every router of the process, because the exposition format
 allows each metric family once and a gateway holds one router per engine
 deployment (or more). Serve, not serveout, constructs routers, so a router finds
@@ -95,8 +95,8 @@ queue depth): every router of a deployment shows the same ones."""
 
 
 @dataclass(frozen=True)
-class RouterMetricsSnapshot:
-    """One router's metrics at one instant."""
+class RoutingMetricsSnapshot:
+    """One router's routing counters and engine stats at one instant."""
 
     deployment: str
     routed: Mapping[tuple[str, RoutingPolicyName], int] = field(default_factory=dict)
@@ -106,7 +106,7 @@ class RouterMetricsSnapshot:
     engine_view: bool = True
 
 
-class RouterMetrics:
+class RoutingMetrics:
     """The counters and engine-stat snapshot of one router (thread-safe).
 
     ``engine_view`` False: export no engine stats (the ``serveout_engine_*`` families and
@@ -141,16 +141,16 @@ class RouterMetrics:
         with self._lock:
             self._failed = replica_ids
 
-    def snapshot(self) -> RouterMetricsSnapshot:
+    def snapshot(self) -> RoutingMetricsSnapshot:
         with self._lock:
-            return RouterMetricsSnapshot(
+            return RoutingMetricsSnapshot(
                 self.deployment, dict(self._routed), dict(self._decisions), dict(self._engine),
                 self._failed, self.engine_view,
             )
 
 
 class RoutingMetricsCollector:
-    """A Prometheus collector merging the :class:`RouterMetrics` of every router of a process.
+    """A Prometheus collector merging the :class:`RoutingMetrics` of every router of a process.
 
     Routers of the same deployment add up (their counters are summed; engine
     stats are the same replicas' and the last one wins). A router's series go
@@ -159,9 +159,9 @@ class RoutingMetricsCollector:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sources: weakref.WeakSet[RouterMetrics] = weakref.WeakSet()
+        self._sources: weakref.WeakSet[RoutingMetrics] = weakref.WeakSet()
 
-    def attach(self, source: RouterMetrics) -> None:
+    def attach(self, source: RoutingMetrics) -> None:
         with self._lock:
             self._sources.add(source)
 
@@ -181,7 +181,7 @@ class RoutingMetricsCollector:
         yield from _families([source.snapshot() for source in sources])
 
 
-def _families(snapshots: list[RouterMetricsSnapshot]) -> Iterator[Metric]:
+def _families(snapshots: list[RoutingMetricsSnapshot]) -> Iterator[Metric]:
     routed: Counter[tuple[str, str, str]] = Counter()
     decisions: Counter[tuple[str, str, str]] = Counter()
     engine: dict[tuple[str, str], EngineStats] = {}

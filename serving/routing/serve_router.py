@@ -46,7 +46,7 @@ from serving.errors import ServeoutError
 from serving.routing.core import Candidate, RouteTicket, RoutingCore
 from serving.routing.engine_cache import CacheView
 from serving.routing.kv_event_feed import KvEventFeed
-from serving.routing.metrics import RouterMetrics, routing_collector
+from serving.routing.metrics import RoutingMetrics, routing_collector
 from serving.routing.policy import RoutingRequest, engine_stats_from_routing_stats
 from serving.routing.registry import build_policy, parse_routing_spec
 
@@ -70,7 +70,7 @@ def request_router_config(spec: RoutingSpec, *, deployment_label: str,
 
     ``deployment_label`` is the ``deployment`` label of the routing metrics;
     ``engine_view`` whether the router exports the engines' stats (see
-    :class:`~serving.routing.metrics.RouterMetrics`).
+    :class:`~serving.routing.metrics.RoutingMetrics`).
     """
     return RequestRouterConfig(
         request_router_class=ServeoutRequestRouter,
@@ -106,7 +106,7 @@ class ServeoutRequestRouter(RequestRouter):
         registry in production (Serve passes only JSON data), a fresh one in tests.
         """
         routing_spec = parse_routing_spec(spec) if spec is not None else RoutingSpec()
-        metrics = RouterMetrics(deployment_label or self._deployment_id.name, engine_view=engine_view)
+        metrics = RoutingMetrics(deployment_label or self._deployment_id.name, engine_view=engine_view)
         routing_collector(registry).attach(metrics)
         self._spec = routing_spec
         self._follow_kv_events(routing_spec)

@@ -27,7 +27,7 @@ from loadtest.profiles import OpenLoad
 from serving.config.stack import AutoscalingSpec
 from simulator.cluster import ClusterSim
 from simulator.config import SimulationConfig
-from simulator.engine import replica_setup
+from simulator.replica_setup import replica_setup
 from simulator.errors import SimulationConfigError
 from simulator.simulate import SimulationResult, simulate
 

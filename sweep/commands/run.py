@@ -112,7 +112,7 @@ def reexec_isolated(argv: list[str]) -> NoReturn:
     :class:`NoIsolationError` when none can be made (not root, no ``unshare``, a kernel
     or container that refuses)."""
     from serving.errors import ClusterError
-    from serving.netns import python_argv, reexec_in_loopback_netns
+    from serving.cluster.netns import python_argv, reexec_in_loopback_netns
 
     try:
         probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True)
@@ -164,11 +164,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if spec.simulated:
         return cmd_run_simulated(spec, args, console)
     require_serving_extra()
-    from serving.netns import in_loopback_netns
+    from serving.cluster.netns import in_loopback_netns
 
     if args.isolate_network and not in_loopback_netns():
         reexec_isolated(args.argv)
-    from serving.local_cluster import ClusterOptions, LocalCluster
+    from serving.cluster.local import ClusterOptions, LocalCluster
     from serving.model_store import models_dir
     from sweep.measure.models import model_catalog, prepared_model
     from sweep.measure.serveout import ServeoutMeasurer

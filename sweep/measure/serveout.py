@@ -26,7 +26,7 @@ from loadtest.run.orchestrator import RunOptions, run_load_test
 from serving.config.model_spec import ModelCatalog
 from serving.config.stack import StackConfig
 from serving.errors import ClusterError
-from serving.local_cluster import LocalCluster
+from serving.cluster.local import LocalCluster
 from sweep.measure.deployment import stack_config_for
 from sweep.measure.load_test import load_point, loadtest_config
 from sweep.measure.models import prepared_model

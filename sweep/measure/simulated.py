@@ -23,7 +23,7 @@ from pathlib import Path
 from serving.config.model_spec import ModelCatalog
 from serving.errors import ConfigError as ServingConfigError
 from simulator.config import SimulationConfig
-from simulator.engine import replica_setup
+from simulator.replica_setup import replica_setup
 from simulator.errors import SimulationConfigError, SimulatorError
 from simulator.hardware import load_hardware
 from sweep.errors import ModelUnavailableError, SpecError

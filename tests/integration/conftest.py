@@ -23,7 +23,7 @@ import pytest
 from serving.config.loading import build_stack_config
 from serving.config.model_spec import ModelCatalog
 from serving.config.stack import StackConfig
-from serving.local_cluster import ClusterOptions, LocalCluster
+from serving.cluster.local import ClusterOptions, LocalCluster
 from serving.model_store import ModelStore
 from tests.integration.settings import BASE, PORT
 from tests.paths import REPO

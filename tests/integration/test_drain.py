@@ -28,7 +28,7 @@ import pytest
 from ray import serve
 
 from serving.app_builder import ENGINE_DEPLOYMENT
-from serving.gateway.ingress import drain_gateway
+from serving.gateway.separate import drain_gateway
 from tests.integration.metrics_reading import by_label, wait_until
 from tests.integration.settings import BASE, MODEL, replicas
 

@@ -21,7 +21,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from serving.gateway.ingress import drain_gateway
+from serving.gateway.separate import drain_gateway
 from tests.integration.metrics_reading import wait_until
 from tests.integration.settings import BASE, MODEL, replicas
 

@@ -1,6 +1,7 @@
 """The layout rules of docs/development.md, checked on the real tree by
 ``scripts/import_graph.py`` (no import cycle, even inside functions; loadtest stands alone;
-only the sweep joins loadtest and serving)."""
+only the sweep joins loadtest and serving; serving's layers import downwards; no module
+past the size rule)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def test_the_simulator_sits_beside_the_sweep_never_inside_loadtest_or_serving(tm
         "loadtest/__init__.py": "",
         "loadtest/cli.py": "import simulator.core\n",
         "serving/__init__.py": "",
-        "serving/app.py": "from simulator import core\n",
+        "serving/app_builder.py": "from simulator import core\n",
         "simulator/__init__.py": "",
         "simulator/core.py": "import loadtest\nimport serving\n",
         "simulator/cli.py": "import sweep.plan\n",
@@ -89,7 +90,40 @@ def test_the_simulator_sits_beside_the_sweep_never_inside_loadtest_or_serving(tm
     found = graph.violations(graph.build_graph(tmp_path)[0])
     assert found == [
         "loadtest.cli imports simulator.core (loadtest must not import simulator)",
-        "serving.app imports simulator (serving must not import simulator)",
-        "serving.app imports simulator.core (serving must not import simulator)",
+        "serving.app_builder imports simulator (serving must not import simulator)",
+        "serving.app_builder imports simulator.core (serving must not import simulator)",
         "simulator.cli imports sweep.plan (simulator must not import sweep)",
     ]
+
+
+def test_a_serving_layer_importing_a_higher_one_is_found(tmp_path: Path):
+    _write(tmp_path, {
+        "serving/__init__.py": "",
+        "serving/errors.py": "",
+        "serving/routing/__init__.py": "",
+        "serving/routing/policy.py": "import serving.errors\nfrom serving.direct import router\n",
+        "serving/direct/__init__.py": "",
+        "serving/direct/router.py": "import serving.errors\n",
+        "serving/extra.py": "",
+    })
+    graph = _load_script()
+    found = graph.violations(graph.build_graph(tmp_path)[0])
+    assert found == [
+        "serving.extra is in no layer of SERVING_LAYERS (scripts/import_graph.py)",
+        "serving.routing.policy (layer 2) imports serving.direct (layer 3): serving's layers import downwards only",
+        "serving.routing.policy (layer 2) imports serving.direct.router (layer 3): serving's layers import downwards only",
+    ]
+
+
+def test_a_module_past_the_size_rule_is_found_unless_listed(tmp_path: Path, monkeypatch):
+    graph = _load_script()
+    _write(tmp_path, {
+        "loadtest/__init__.py": "",
+        "loadtest/long.py": "x = 1\n" * (graph.MAX_LINES + 1),
+        "loadtest/short.py": "x = 1\n" * graph.MAX_LINES,
+    })
+    found = graph.violations(*graph.build_graph(tmp_path))
+    assert found == [f"loadtest.long has {graph.MAX_LINES + 1} lines (> {graph.MAX_LINES}): split it, "
+                     "or list it in LONG_MODULES with the reason"]
+    monkeypatch.setitem(graph.LONG_MODULES, "loadtest.long", "one table, kept whole")
+    assert graph.violations(*graph.build_graph(tmp_path)) == []

@@ -15,7 +15,7 @@ from benchmarks.common import isolation
 from benchmarks.common.cpu import Sampler, between, busy_s, cpu_s, percent_of_cores
 from benchmarks.common.model import MODEL, model_spec
 from benchmarks.common.servers import ServerStartError, free_port, start, stop, wait_healthy
-from serving.netns import IN_NETNS_ENV
+from serving.cluster.netns import IN_NETNS_ENV
 
 Times = namedtuple("Times", "user nice system idle iowait irq softirq steal")
 

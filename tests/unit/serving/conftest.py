@@ -16,6 +16,6 @@ def default_model_path() -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer(default_model_path):
-    from serving.gateway.tokenization import PromptTokenizer
+    from serving.openai.tokenization import PromptTokenizer
 
     return PromptTokenizer(default_model_path)

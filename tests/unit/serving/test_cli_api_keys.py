@@ -10,12 +10,12 @@ KEY = "sk-alice-0123456789abcdef"
 @pytest.fixture
 def no_cluster(monkeypatch):
     """Fails the test instead of starting Ray or preparing a model."""
-    import serving.local_cluster
+    import serving.cluster.local
 
     def refuse(*_, **__):
         raise AssertionError("serving up went on to start the stack")
 
-    monkeypatch.setattr(serving.local_cluster, "LocalCluster", refuse)
+    monkeypatch.setattr(serving.cluster.local, "LocalCluster", refuse)
     monkeypatch.setattr(cli, "prepare_in_subprocess", refuse)
 
 

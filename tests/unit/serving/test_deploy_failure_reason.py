@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from serving.local_cluster import last_exception_line
+from serving.cluster.local import last_exception_line
 
 SERVE_MESSAGE = """The deployment failed to start 3 times in a row. This may be due to a problem with its \
 constructor or initial health check failing. See controller logs for details. Error:

@@ -7,11 +7,11 @@ import pytest
 from loadtest.analysis.records import ErrorKind
 from loadtest.cli import build_parser, config_from_args
 from serving.config.stack import AutoscalingSpec, RoutingPolicyName, RoutingSpec
-from serving.gateway.admission import AdmissionController
+from serving.admission.bound import AdmissionController
 from serving.routing.session import SessionPolicy
 from simulator.cluster import ClusterSim
 from simulator.config import SimulationConfig
-from simulator.engine import replica_setup
+from simulator.replica_setup import replica_setup
 from simulator.simulate import simulate
 from simulator.traffic import WordTokenizer, stage_traffic
 

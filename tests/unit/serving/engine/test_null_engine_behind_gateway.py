@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from serving.config.model_spec import EngineSettings
 from serving.config.stack import NullBackend
 from serving.engine.null_engine import NullEngine
-from serving.gateway.admission import AdmissionController
-from serving.gateway.http_app import build_http_app
+from serving.admission.bound import AdmissionController
+from serving.api.app import build_http_app
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.service import GatewayService, ServedModel
 

@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 from serving.config.drain import DrainSpec
 from serving.errors import ServerDrainingError
 from serving.gateway.drain import Drain
-from serving.gateway.error_mapping import map_error
-from serving.gateway.http_app import build_http_app
+from serving.openai.error_mapping import map_error
+from serving.api.app import build_http_app
 from serving.gateway.service import EventStream
 from tests.unit.serving.gateway.test_service import MODEL, FakeEngineClient, body, service
 

@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from serving.engine.protocol import GenerationChunk, GenerationDelta, GenerationRequest
-from serving.gateway.admission import AdmissionController
-from serving.gateway.http_app import build_http_app
+from serving.admission.bound import AdmissionController
+from serving.api.app import build_http_app
 from serving.gateway.metrics import GatewayMetrics
-from serving.gateway.request_id import request_id_from
-from serving.gateway.schemas import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
+from serving.api.request_id import request_id_from
+from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
 from serving.gateway.service import GatewayService, ServedModel
 from tests.unit.serving.gateway.gateway_fuzz_strategies import (
     INT64_MAX,

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from serving.gateway.http_app import build_http_app
+from serving.api.app import build_http_app
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.metrics_board import GATEWAY_REPLICA_LABEL, MetricsBoard, Snapshot
 from serving.gateway.metrics_sharing import FleetMetrics, RayBoardChannel, board_actor_name, shared_views

@@ -10,11 +10,11 @@ from ray.exceptions import ActorDiedError, RayTaskError
 
 from serving.engine.protocol import GenerationChunk, GenerationDelta
 from serving.errors import EngineError, ReplicaFailedError
-from serving.gateway.admission import AdmissionController
+from serving.admission.bound import AdmissionController
 from serving.gateway.engine_client import engine_error
-from serving.gateway.error_mapping import map_error
+from serving.openai.error_mapping import map_error
 from serving.gateway.metrics import GatewayMetrics
-from serving.gateway.schemas import ChatCompletionRequest
+from serving.openai.schemas import ChatCompletionRequest
 from serving.gateway.service import EventStream, GatewayService, ServedModel
 
 MODEL = "smollm2-135m-instruct"

@@ -15,12 +15,12 @@ from serving.errors import (
     OverloadedError,
     RateLimitedError,
 )
-from serving.gateway.admission import AdmissionController
-from serving.gateway.api_keys import Caller
-from serving.gateway.key_limits import KeyRateLimiter
+from serving.admission.bound import AdmissionController
+from serving.admission.api_keys import Caller
+from serving.admission.key_limits import KeyRateLimiter
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.replica_status import ReplicaCounts
-from serving.gateway.schemas import ChatCompletionRequest
+from serving.openai.schemas import ChatCompletionRequest
 from serving.gateway.service import EventStream, GatewayService, ServedModel
 
 MODEL = "smollm2-135m-instruct"

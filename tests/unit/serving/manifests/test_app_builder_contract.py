@@ -44,7 +44,7 @@ def test_serve_config_states_the_engine_options_the_app_builder_sets(h200):
     from ray.serve.config import AutoscalingConfig
 
     from serving.app_builder import engine_deployment_options
-    from serving.autoscaling import QueueDepthPolicy
+    from serving.autoscaling.queue_depth import QueueDepthPolicy
     from serving.manifests.serve_config import engine_replica_options
 
     spec = CATALOG.get("llama-3.3-70b-instruct")

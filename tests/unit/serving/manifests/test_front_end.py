@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from serving.drain_local import add_arguments, prestop_budget_s
+from serving.cluster.drain_node import add_arguments, prestop_budget_s
 from serving.errors import ConfigError
-from serving.local_cluster import direct_ingress_env
+from serving.cluster.local import direct_ingress_env
 from serving.manifests import render_files, render_rayservice
 from serving.manifests.ray_env import HARD_STOP_ENV, ROUTERS_ENV, THREADS_ENV, ray_serve_env
 from serving.manifests.sizing import (
@@ -118,14 +118,14 @@ def _drain_args(container: dict) -> argparse.Namespace:
     drain, rest = script.split(" >/proc/1/fd/1 2>&1; ")
     assert rest == "ray stop"
     words = shlex.split(drain)
-    assert words[:3] == ["python", "-m", "serving.drain_local"]
+    assert words[:3] == ["python", "-m", "serving.cluster.drain_node"]
     return add_arguments(argparse.ArgumentParser()).parse_args(words[3:])
 
 
 def test_every_pod_drains_its_node_before_it_stops(config, target):
     """The preStop drains the deployment holding the gateway (engines in the direct mode,
     gateways in the separate mode) for drain.timeout_s, and the grace period holds it."""
-    assert importlib.util.find_spec("serving.drain_local") is not None
+    assert importlib.util.find_spec("serving.cluster.drain_node") is not None
     for group, template in _templates(render_rayservice(config, target)).items():
         (container,) = template["spec"]["containers"]
         args = _drain_args(container)

@@ -179,9 +179,9 @@ def _refusals() -> list[Exception]:
     """One refusal of each kind, from the gateway's real admission and rate-limit code."""
     from serving.config.stack import KeyLimits
     from serving.errors import OverloadedError
-    from serving.gateway.admission import AdmissionController
-    from serving.gateway.api_keys import Caller
-    from serving.gateway.key_limits import KeyRateLimiter
+    from serving.admission.bound import AdmissionController
+    from serving.admission.api_keys import Caller
+    from serving.admission.key_limits import KeyRateLimiter
 
     def refused(attempt) -> Exception:
         with pytest.raises(OverloadedError) as info:

@@ -156,7 +156,7 @@ def test_queue_depth_scaling_is_declared_where_serve_and_kuberay_act(h200):
         "enabled": True, "min_replicas": 2, "max_replicas": 6, "target_queue_per_replica": 96})
     rs = render_rayservice(config, h200)
     scaling = _engine_options(rs)["autoscaling_config"]
-    assert scaling["policy"] == {"policy_function": "serving.autoscaling.QueueDepthPolicy",
+    assert scaling["policy"] == {"policy_function": "serving.autoscaling.queue_depth.QueueDepthPolicy",
                                  "policy_kwargs": {"target_queue_per_replica": 96, "stabilize_downscale": True,
                                                    "downscale_margin": 0.8}}
     assert scaling["target_ongoing_requests"] == 96

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from serving.config.stack import RoutingPolicyName, RoutingSpec
 from serving.routing.cache_aware import CacheAwarePolicy
 from serving.routing.core import Candidate, RoutingCore
-from serving.routing.metrics import RouterMetrics
+from serving.routing.metrics import RoutingMetrics
 from serving.routing.policy import ReplicaLoad, RoutingDecision, RoutingRequest
 from serving.routing.prefix_index import block_hashes
 from serving.routing.registry import build_policy, policy_names
@@ -124,7 +124,7 @@ def test_it_is_registered_and_configured_from_the_spec():
 
 def test_the_core_hands_each_replica_its_cache_view_and_reports_finishes():
     views = {"a": FakeCacheView(), "b": FakeCacheView(DOC)}
-    core = RoutingCore(policy(), RouterMetrics("engine"), rng=random.Random(0), cache_views=views.get)
+    core = RoutingCore(policy(), RoutingMetrics("engine"), rng=random.Random(0), cache_views=views.get)
     core.update_replicas({"a": None, "b": None})
     candidates = [Candidate("a", 0), Candidate("b", 0)]
     assert core.loads(candidates)[1].cache is views["b"]

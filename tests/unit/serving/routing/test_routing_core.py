@@ -5,7 +5,7 @@ from serving.config.stack import RoutingPolicyName
 from serving.engine.protocol import EngineStats
 from serving.routing.core import Candidate, RoutingCore
 from serving.routing.least_loaded import LeastLoadedPolicy
-from serving.routing.metrics import RouterMetrics
+from serving.routing.metrics import RoutingMetrics
 from serving.routing.policy import RoutingDecision, RoutingRequest
 from serving.routing.prefix_affinity import PrefixAffinityPolicy
 from serving.routing.prefix_index import block_hashes
@@ -19,7 +19,7 @@ def prefix_core(threshold: int = 2) -> RoutingCore:
     policy = PrefixAffinityPolicy(
         block_tokens=4, imbalance_threshold=threshold, max_blocks=100, rng=random.Random(0)
     )
-    core = RoutingCore(policy, RouterMetrics("engine"), rng=random.Random(0))
+    core = RoutingCore(policy, RoutingMetrics("engine"), rng=random.Random(0))
     core.update_replicas({"a": EngineStats("a"), "b": EngineStats("b")})
     return core
 
@@ -39,7 +39,7 @@ def test_concurrent_first_requests_sharing_a_prefix_do_not_herd_onto_one_replica
 
 
 def test_a_chosen_request_counts_as_load_until_it_finishes():
-    core = RoutingCore(LeastLoadedPolicy(rng=random.Random(0)), RouterMetrics("engine"))
+    core = RoutingCore(LeastLoadedPolicy(rng=random.Random(0)), RoutingMetrics("engine"))
     core.update_replicas({"a": None, "b": None})
     first = choose(core, RoutingRequest("q1"))[0]
     other = "b" if first == "a" else "a"
@@ -51,7 +51,7 @@ def test_a_chosen_request_counts_as_load_until_it_finishes():
 
 
 def test_load_comes_from_live_assignments_and_serve_queue_not_stale_stats():
-    core = RoutingCore(LeastLoadedPolicy(), RouterMetrics("engine"))
+    core = RoutingCore(LeastLoadedPolicy(), RoutingMetrics("engine"))
     core.update_replicas({"a": EngineStats("a", waiting=4), "b": None})
     choose(core, RoutingRequest("q1"), [Candidate("b")])
     by_id = {r.replica_id: r for r in core.loads([Candidate("a"), Candidate("b", serve_queue_len=6)])}
@@ -60,7 +60,7 @@ def test_load_comes_from_live_assignments_and_serve_queue_not_stale_stats():
 
 
 def test_routed_generation_requests_are_counted_where_serve_sent_them():
-    metrics = RouterMetrics("engine")
+    metrics = RoutingMetrics("engine")
     core = RoutingCore(RoundRobinPolicy(), metrics)
     core.update_replicas({"a": None, "b": None})
     request = RoutingRequest("q1")
@@ -73,7 +73,7 @@ def test_routed_generation_requests_are_counted_where_serve_sent_them():
 
 
 def test_control_calls_go_least_loaded_and_are_not_counted():
-    metrics = RouterMetrics("engine")
+    metrics = RoutingMetrics("engine")
     core = RoutingCore(RoundRobinPolicy(), metrics, rng=random.Random(0))
     core.update_replicas({"a": EngineStats("a"), "b": EngineStats("b")})
     busy = [Candidate("a", serve_queue_len=5), Candidate("b")]
@@ -104,7 +104,7 @@ def test_no_candidates_assign_nothing():
 
 
 def least_loaded_core() -> RoutingCore:
-    core = RoutingCore(LeastLoadedPolicy(rng=random.Random(0)), RouterMetrics("engine"), rng=random.Random(0))
+    core = RoutingCore(LeastLoadedPolicy(rng=random.Random(0)), RoutingMetrics("engine"), rng=random.Random(0))
     core.update_replicas({"a": EngineStats("a"), "b": EngineStats("b")})
     return core
 

@@ -11,7 +11,7 @@ from serving.config.stack import RoutingPolicyName
 from serving.engine.protocol import EngineStats
 from serving.routing.metrics import (
     _ENGINE_FAMILIES,
-    RouterMetrics,
+    RoutingMetrics,
     RoutingMetricsCollector,
     routing_collector,
 )
@@ -48,7 +48,7 @@ def test_routers_of_several_deployments_share_one_collector_per_registry(registr
     collector = routing_collector(registry)
     assert routing_collector(registry) is collector  # registering again never raises
     assert routing_collector(CollectorRegistry()) is not collector
-    chat, code = RouterMetrics("chat"), RouterMetrics("code")
+    chat, code = RoutingMetrics("chat"), RoutingMetrics("code")
     collector.attach(chat)
     routing_collector(registry).attach(code)
     chat.count_routed("r1", PREFIX, RoutingDecision.PREFIX_HIT)
@@ -64,7 +64,7 @@ def test_routers_of_several_deployments_share_one_collector_per_registry(registr
 
 
 def test_two_routers_of_one_deployment_add_up(registry):
-    first, second = RouterMetrics("chat"), RouterMetrics("chat")
+    first, second = RoutingMetrics("chat"), RoutingMetrics("chat")
     routing_collector(registry).attach(first)
     routing_collector(registry).attach(second)
     first.count_routed("r1", PREFIX, RoutingDecision.PREFIX_HIT)
@@ -73,7 +73,7 @@ def test_two_routers_of_one_deployment_add_up(registry):
 
 
 def test_engine_stats_and_queue_depth_per_replica(registry):
-    metrics = RouterMetrics("chat")
+    metrics = RoutingMetrics("chat")
     routing_collector(registry).attach(metrics)
     metrics.set_replicas({
         "r1": EngineStats("r1", waiting=2, running=3, kv_cache_usage=0.25, prefix_cache_queries=1024,
@@ -95,7 +95,7 @@ def test_engine_stats_and_queue_depth_per_replica(registry):
 
 
 def test_series_of_replicas_that_left_are_dropped(registry):
-    metrics = RouterMetrics("chat")
+    metrics = RoutingMetrics("chat")
     routing_collector(registry).attach(metrics)
     metrics.set_replicas({"r1": EngineStats("r1", waiting=4), "r2": EngineStats("r2")})
     metrics.count_routed("r1", PREFIX, RoutingDecision.PREFIX_HIT)
@@ -107,7 +107,7 @@ def test_series_of_replicas_that_left_are_dropped(registry):
 
 
 def test_a_routers_series_go_away_with_the_router(registry):
-    metrics = RouterMetrics("gone")
+    metrics = RoutingMetrics("gone")
     routing_collector(registry).attach(metrics)
     metrics.count_routed("r1", PREFIX, RoutingDecision.PREFIX_MISS)
     assert any(dict(labels).get("deployment") == "gone" for (_, labels) in scrape(registry))
@@ -117,7 +117,7 @@ def test_a_routers_series_go_away_with_the_router(registry):
 
 
 def test_the_openmetrics_output_is_valid_too(registry):
-    metrics = RouterMetrics("chat")
+    metrics = RoutingMetrics("chat")
     routing_collector(registry).attach(metrics)
     metrics.set_replicas({"r1": EngineStats("r1", waiting=1)})
     metrics.count_routed("r1", PREFIX, RoutingDecision.PREFIX_HIT)
@@ -138,7 +138,7 @@ def test_every_engine_family_reads_an_engine_stats_field():
 
 def test_failed_replicas_of_every_router_are_listed_for_status(registry):
     collector = routing_collector(registry)
-    first, second = RouterMetrics("chat"), RouterMetrics("code")
+    first, second = RoutingMetrics("chat"), RoutingMetrics("code")
     collector.attach(first)
     collector.attach(second)
     assert collector.failed_replicas() == []

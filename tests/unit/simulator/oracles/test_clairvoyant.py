@@ -7,7 +7,7 @@ from loadtest.cli import build_parser, config_from_args
 from serving.config.stack import AutoscalingSpec
 from simulator.cluster import ClusterSim
 from simulator.config import SimulationConfig
-from simulator.engine import replica_setup
+from simulator.replica_setup import replica_setup
 from simulator.oracles.clairvoyant import ReplicaPlan, clairvoyant_plan, first_stage_arrivals, run_clairvoyant
 from simulator.traffic import stage_traffic, tokenizer_loader
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from loadtest.errors import ExitCode
-from serving.local_cluster import LocalCluster
-from serving.netns import IN_NETNS_ENV
+from serving.cluster.local import LocalCluster
+from serving.cluster.netns import IN_NETNS_ENV
 from sweep.cli import main
 from tests.paths import REPO, SWEEPS
 
