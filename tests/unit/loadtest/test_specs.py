@@ -64,6 +64,12 @@ def test_profiles_parse_to_typed_objects():
     assert parse_profile("sweep:rates=3").rates == (3.0,)
 
 
+def test_the_old_sweep_name_reads_as_rate_sweep():
+    old, new = parse_profile("sweep:rates=1,2"), parse_profile("rate-sweep:rates=1,2")
+    assert old == new and old.kind == new.kind == "rate-sweep"
+    assert "sweep" not in profile_registry().names() and "rate-sweep" in profile_registry().names()
+
+
 @pytest.mark.parametrize(
     "text, fragment",
     [

@@ -83,4 +83,5 @@ def test_the_controller_client_gives_serves_details():
 
     assert "raise_if_no_controller_running" in inspect.signature(_get_global_client).parameters
     assert callable(ServeControllerClient.get_serve_details)
-    assert ray_internals.serve_details() is None  # no controller runs in this process
+    # serve_details() itself is not called here: _get_global_client starts Ray when no
+    # driver is connected, and the integration tests' cluster must be the first ray.init.
