@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_command(lambda a, console: cmd_run(a, rest, console), args)
     if args.command in ("autoscale", "replay"):
         if args.command == "replay":
-            print("note: `simulator replay` is now `simulator autoscale`; the old name will go", file=sys.stderr)
+            Console(stderr=True).print("[yellow]`simulator replay` is deprecated: use `simulator autoscale`[/]")
         return run_command(lambda a, console: cmd_autoscale(a, rest, console), args)
     if rest:
         build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
