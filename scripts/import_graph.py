@@ -41,8 +41,8 @@ FORBIDDEN = {
 SERVING_LAYERS: tuple[tuple[str, ...], ...] = (
     # 0: the exception tree, the typed config, Ray's private APIs
     ("serving.errors", "serving.ray_internals", "serving.config"),
-    # 1: one engine replica, its queue-depth autoscaling policy, local weights
-    ("serving.engine", "serving.autoscaling", "serving.model_store"),
+    # 1: one engine replica, its queue-depth autoscaling policy, local weights and adapters
+    ("serving.engine", "serving.autoscaling", "serving.model_store", "serving.adapters"),
     # 2: the per-request decisions, pure: the OpenAI protocol, admission, routing
     ("serving.openai", "serving.admission", "serving.routing"),
     # 3: the deployments on the request path: the default path's router and engine

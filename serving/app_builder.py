@@ -121,6 +121,7 @@ def engine_deployment_options(config: StackConfig) -> dict:
         # An engine that fails to start (bad model, TP not dividing the heads, out of
         # memory) rarely succeeds on retry; fail the deploy fast with vLLM's error.
         max_constructor_retry_count=2,
+        user_config=config.model_dump(mode="json"),  # its adapters, changed without a restart
     )
     if config.autoscaling.enabled:
         options["autoscaling_config"] = autoscaling_config(config.autoscaling)
@@ -169,8 +170,7 @@ def direct_engine_deployment_options(config: StackConfig) -> dict:
     options["request_router_config"] = request_router_config(
         config.resolved_routing, deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}", engine_view=False)
     share = share_of(config.gateway.max_in_flight, config.gateway_replicas_at_start)
-    options.update(max_ongoing_requests=2 * share + 64, max_queued_requests=max(1024, 8 * share),
-                   user_config=config.model_dump(mode="json"))
+    options.update(max_ongoing_requests=2 * share + 64, max_queued_requests=max(1024, 8 * share))
     env = options["ray_actor_options"]["runtime_env"]["env_vars"]
     env.update(ON_THE_REPLICAS_LOOP)
     return options

@@ -94,6 +94,8 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
         data["model"] = args.model
     if args.dtype:
         data["dtype"] = args.dtype
+    if args.adapters:
+        data["adapters"] = "all" if args.adapters == ["all"] else args.adapters
     overrides = {
         "replicas": {"num_replicas": args.replicas, "cpus_per_rank": args.cpus_per_rank},
         "routing": {"policy": args.routing},
@@ -117,7 +119,8 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
         overrides["gateway"]["autoscaling"] = {
             "enabled": True, "min_replicas": low, "max_replicas": high,
             "target_in_flight": args.gateway_target_in_flight}
-    config = build_stack_config(merge(data, overrides), catalog=store.catalog, resolve_path=store.require)
+    config = build_stack_config(merge(data, overrides), catalog=store.catalog, resolve_path=store.require,
+                                resolve_adapter=store.adapters.spec)
     keys_file = config.gateway.api_keys_file
     if keys_file is not None and not keys_file.is_absolute():  # the gateway runs elsewhere
         gateway = config.gateway.model_copy(update={"api_keys_file": keys_file.resolve()})
@@ -285,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--model", help=f"model spec name (default {DEFAULT_MODEL})")
     up.add_argument("--dtype", choices=[d.value for d in Dtype],
                     help="override the model spec's dtype (CPU specs use float32: see docs/serving.md)")
+    up.add_argument("--adapters", nargs="+", metavar="NAME",
+                    help="serve these adapter recipes of the model spec on its replicas (`all`: every one)")
     up.add_argument("--replicas", type=int)
     up.add_argument("--engine", choices=ENGINE_KINDS,
                     help="the engine behind the replicas: vllm (default) or null (no model: streams "

@@ -23,6 +23,11 @@ class ModelNotPreparedError(ConfigError):
     """A model spec's weights are not on local disk yet."""
 
 
+class AdapterLoadError(ConfigError):
+    """A LoRA adapter cannot be served (missing folder, a format or rank the engine
+    refuses, made for another base model); the message names the adapter and why."""
+
+
 class ModelPreparationError(ServeoutError):
     """Preparing a model's weights failed."""
 

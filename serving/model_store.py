@@ -19,6 +19,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from serving.adapters.store import AdapterStore
 from serving.config.model_spec import (
     HuggingFaceSource,
     ModelCatalog,
@@ -56,6 +57,7 @@ class ModelStore:
     def __init__(self, catalog: ModelCatalog, home: Path | None = None) -> None:
         self.catalog = catalog
         self.home = home or default_home()
+        self.adapters = AdapterStore(self.home, catalog.specs_dir)
 
     def path(self, name: str) -> Path:
         return self.home / "models" / self.catalog.get(name).name
@@ -82,7 +84,13 @@ class ModelStore:
         ]
 
     def prepare(self, name: str, *, log=print) -> Path:
-        """Build the model's folder if needed; returns its path (idempotent)."""
+        """Build the model's folder, then its adapters, if needed; returns the model's
+        path (idempotent)."""
+        target = self._prepare_weights(name, log)
+        self.adapters.prepare(self.catalog.get(name), target, log=log)
+        return target
+
+    def _prepare_weights(self, name: str, log) -> Path:
         spec = self.catalog.get(name)
         target = self.path(name)
         if self.is_ready(name):
@@ -134,7 +142,7 @@ class ModelStore:
         tokenizer.save_pretrained(out)
 
     def _build_random(self, spec: ModelSpec, source: RandomInitSource, out: Path, log) -> None:
-        base = self.prepare(source.tokenizer_from, log=log)
+        base = self._prepare_weights(source.tokenizer_from, log)
         log(f"building random-weight test model {spec.name} (plumbing only, no quality)")
         import torch
         from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM

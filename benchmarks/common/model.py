@@ -34,7 +34,9 @@ def stack_config(overrides: dict[str, Any] | None = None) -> StackConfig:
     """serveout's stack config with ``overrides`` (plain data; default model unless
     ``model`` is given), weights from the model store."""
     specs = catalog()
-    return build_stack_config(overrides or {}, catalog=specs, resolve_path=ModelStore(specs).require)
+    store = ModelStore(specs)
+    return build_stack_config(overrides or {}, catalog=specs, resolve_path=store.require,
+                              resolve_adapter=store.adapters.spec)
 
 
 def engine_env() -> dict[str, str]:

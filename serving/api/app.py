@@ -207,7 +207,7 @@ def build_http_app(
     @app.get("/v1/models", **route_docs(answer=answers.ModelList, errors=(401,)))
     async def list_models():
         created = now()
-        cards = [model_card(m.name, m.max_model_len, created) for m in service.models.values()]
+        cards = [model_card(m.name, m.max_model_len, created, m.parent) for m in service.models.values()]
         return {"object": "list", "data": cards}
 
     async def release_plan(request: Request) -> None:

@@ -9,6 +9,9 @@ override, and ``dtype:`` overrides the spec's dtype. Example::
     replicas: {num_replicas: 2}
     routing: {policy: prefix-affinity}
     engine: {max_num_seqs: 32}
+    adapters: [clinic, pharmacy]   # recipes of the model spec, or {name, path, rank}
+
+``adapters: all`` serves every adapter recipe of the model spec.
 """
 
 from __future__ import annotations
@@ -52,23 +55,42 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 def build_stack_config(
     data: dict[str, Any], *, catalog: ModelCatalog, model_path: Path | None = None,
-    resolve_path=None,
+    resolve_path=None, resolve_adapter=None,
 ) -> StackConfig:
     """A validated StackConfig from plain data whose ``model`` is a spec name.
 
     ``resolve_path(name) -> Path`` finds the prepared weights when ``model_path`` is
-    not given (usually :meth:`ModelStore.require`).
+    not given (usually :meth:`ModelStore.require`); ``resolve_adapter(spec, name) ->
+    AdapterSpec`` the prepared adapter of a recipe named in ``adapters`` (usually
+    :meth:`AdapterStore.spec`).
     """
     data = dict(data)
     name = data.pop("model", None) or DEFAULT_MODEL
     spec = catalog.get(name)
     engine = merge(spec.engine.model_dump(), data.pop("engine", None) or {})
     path = model_path or data.pop("model_path", None) or resolve_path(name)
+    adapters = _adapters(data.pop("adapters", None) or (), spec, resolve_adapter)
     try:
         if (dtype := data.pop("dtype", None)) is not None:
             spec = ModelSpec.model_validate({**spec.model_dump(), "dtype": dtype})
         return StackConfig.model_validate(
-            {**data, "model": spec, "model_path": path, "engine": engine}
+            {**data, "model": spec, "model_path": path, "engine": engine, "adapters": adapters}
         )
     except ValidationError as exc:
         raise ConfigError(f"invalid stack config: {exc}") from exc
+
+
+def _adapters(entries, spec: ModelSpec, resolve_adapter) -> list:
+    """``adapters`` with recipe names (or ``all``) replaced by their prepared adapters."""
+    if entries == "all":
+        entries = [recipe.name for recipe in spec.adapters]
+    if isinstance(entries, str) or not isinstance(entries, (list, tuple)):
+        raise ConfigError("adapters must be a list (recipe names or {name, path, rank}) or `all`")
+    out = []
+    for entry in entries:
+        if isinstance(entry, str):
+            if resolve_adapter is None:
+                raise ConfigError(f"adapter {entry!r} names a recipe, but no adapter store was given")
+            entry = resolve_adapter(spec, entry)
+        out.append(entry)
+    return out

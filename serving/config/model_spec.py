@@ -122,6 +122,41 @@ class StructuredOutputSettings(Strict):
         False, description="let JSON hold free whitespace (a small model can spend its budget on it)")
 
 
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The ``max_lora_rank`` values vLLM 0.32 accepts."""
+
+
+class LoraSettings(Strict):
+    """vLLM's LoRA engine arguments (docs/serving.md, "Adapters")."""
+
+    max_loras: int = Field(
+        2, ge=1, description="adapter slots: the most distinct adapters in one engine batch (a request "
+        "whose adapter would exceed it waits)")
+    max_lora_rank: int = Field(16, description="the largest adapter rank the engine accepts; a higher value "
+                               "than the real ranks costs compute and memory (on a CPU, scratch memory too)")
+    max_cpu_loras: int | None = Field(
+        None, ge=1, description="adapters kept loaded in host memory (an LRU, at least max_loras; one past "
+        "it is read from disk again when a request needs it); None = max(max_loras, 16)")
+
+    @field_validator("max_lora_rank")
+    @classmethod
+    def _rank(cls, rank: int) -> int:
+        if rank not in LORA_RANKS:
+            raise ValueError(f"max_lora_rank must be one of {', '.join(map(str, LORA_RANKS))}")
+        return rank
+
+    @model_validator(mode="after")
+    def _cpu_cache(self) -> "LoraSettings":
+        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
+            raise ValueError("lora max_cpu_loras must be >= max_loras")
+        return self
+
+    @property
+    def host_slots(self) -> int:
+        """Adapters a replica keeps in host memory (``max_cpu_loras`` resolved)."""
+        return self.max_cpu_loras or max(self.max_loras, 16)
+
+
 class EngineSettings(Strict):
     """vLLM engine arguments that matter for capacity and for running on this hardware."""
 
@@ -141,6 +176,9 @@ class EngineSettings(Strict):
         "no authentication) so the cache-aware router follows what this engine caches; off: it "
         "routes on its own record of where it sent each prefix"
     )
+    lora: LoraSettings | None = Field(
+        None, description="LoRA adapters on this engine; None = no LoRA, unless the stack serves adapters "
+        "(then the defaults of LoraSettings)")
 
 
 class ToolCallingSpec(Strict):
@@ -165,6 +203,20 @@ class ToolCallingSpec(Strict):
         return chat_template(self.chat_template) if self.chat_template else None
 
 
+class AdapterRecipe(Strict):
+    """A LoRA adapter of this model made at set-up (``serving models prepare``): a few
+    training steps on question-answer pairs kept in the repository, no model hub."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$", description="served model id of the adapter")
+    description: str = ""
+    data: str = Field(description="JSONL of {user, assistant} pairs, relative to the models folder")
+    rank: int = Field(8, ge=1)
+    alpha: int = Field(16, ge=1)
+    steps: int = Field(40, ge=1)
+    learning_rate: float = Field(2e-3, gt=0)
+    seed: int = 0
+
+
 class ModelSpec(Strict):
     """Everything needed to prepare and serve one model."""
 
@@ -182,6 +234,16 @@ class ModelSpec(Strict):
     architecture: ModelArchitecture | None = Field(
         None, description="the model's shape (simulator); a random-init source supplies its own sizes"
     )
+    adapters: tuple[AdapterRecipe, ...] = Field(
+        (), description="LoRA adapters made at set-up with the model; a stack serves them by default")
+
+    @field_validator("adapters")
+    @classmethod
+    def _unique_adapters(cls, adapters: tuple[AdapterRecipe, ...]) -> tuple[AdapterRecipe, ...]:
+        names = [a.name for a in adapters]
+        if len(set(names)) != len(names):
+            raise ValueError("adapter names must be unique")
+        return adapters
 
     @model_validator(mode="before")
     @classmethod

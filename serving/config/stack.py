@@ -9,6 +9,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, PositiveFloat, field_validator, model_validator
 
+from serving.config.adapters import AdapterSpec, adapter_problems, lora_settings_for
 from serving.config.drain import DrainSpec
 from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelSpec, Strict
 
@@ -256,10 +257,14 @@ class EngineReplicaConfig(Strict):
 
 
 class StackConfig(Strict):
-    """A whole deployment: one model served by N engine replicas behind the gateway."""
+    """A whole deployment: one base model and its LoRA adapters, served by N engine
+    replicas behind the gateway."""
 
     model: ModelSpec
     model_path: Path = Field(description="local folder with the model's weights and tokenizer")
+    adapters: tuple[AdapterSpec, ...] = Field(
+        (), description="LoRA adapters served on the base model's replicas; the request's model names one "
+        "(changing them reloads adapters in the running replicas, no restart)")
     engine: EngineSettings | None = Field(None, description="None = the model spec's engine settings")
     engine_backend: EngineBackend = Field(
         VllmBackend(), description=f"which engine runs behind the replicas: kind {' | '.join(ENGINE_KINDS)}"
@@ -289,9 +294,29 @@ class StackConfig(Strict):
                              "gateway.replicas and gateway.autoscaling are for gateway.mode separate")
         return self
 
+    @model_validator(mode="after")
+    def _adapters(self) -> "StackConfig":
+        problems = adapter_problems(self.adapters, self.model.name, self.engine_settings.lora)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     @property
     def engine_settings(self) -> EngineSettings:
-        return self.engine or self.model.engine
+        """The engine's settings; LoRA on with its defaults when adapters are served and
+        the settings say nothing of LoRA."""
+        settings = self.engine or self.model.engine
+        lora = lora_settings_for(self.adapters, settings.lora)
+        return settings if lora is settings.lora else settings.model_copy(update={"lora": lora})
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        """Every model id a request may name: the base, then its adapters."""
+        return (self.model.name, *self.adapter_names)
+
+    @property
+    def adapter_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.adapters)
 
     @property
     def max_replica_count(self) -> int:

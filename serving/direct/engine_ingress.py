@@ -117,6 +117,7 @@ class EngineIngress(EngineReplica):
         """Serve's hook for the app's settings (the deployment's ``user_config``; async,
         so it runs on the replica's event loop)."""
         config = StackConfig.model_validate(user_config)
+        await self.apply_adapters(config)
         self._stats_period_s = config.routing.stats_period_s
         if self._gateway is None:
             elsewhere = ServeHandleEngineClient(serve.get_deployment_handle(self._deployment, config.app_name))

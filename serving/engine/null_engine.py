@@ -26,8 +26,11 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import nullcontext
 
+from serving.config.adapters import AdapterSpec
 from serving.config.model_spec import EngineSettings
+from serving.engine.adapter_set import AdapterSet, LoadedAdapter
 from serving.config.stack import NullBackend
 from serving.engine.protocol import (
     EngineStats,
@@ -129,6 +132,11 @@ class NullEngine:
         self._slots = Slots(settings.max_num_seqs)
         self._prompt_tokens = 0
         self._generation_tokens = 0
+        self.adapters = AdapterSet(_nothing_to_check, _nothing_to_do, _nothing_to_do)
+
+    async def set_adapters(self, adapters: tuple[AdapterSpec, ...]) -> None:
+        """Serve these adapter names (no weights: every answer is the same tokens)."""
+        await self.adapters.apply(adapters)
 
     @property
     def dead(self) -> bool:
@@ -143,6 +151,11 @@ class NullEngine:
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         """Stream the request's chunks once a slot is free; closing or cancelling the
         iteration aborts it (its slot is freed)."""
+        with self.adapters.use(request.adapter) if request.adapter else nullcontext():
+            async for chunk in self._generate(request):
+                yield chunk
+
+    async def _generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         await self._slots.acquire()
         try:
             n = request.sampling.n
@@ -181,10 +194,19 @@ class NullEngine:
         """Live load (waiting for a slot, running) plus cumulative token counters; no KV
         cache and no prefix cache, so those stay 0."""
         return EngineStats(replica_id=self._replica_id, waiting=self._slots.waiting, running=self._slots.running,
-                           prompt_tokens=self._prompt_tokens, generation_tokens=self._generation_tokens)
+                           prompt_tokens=self._prompt_tokens, generation_tokens=self._generation_tokens,
+                           adapters=self.adapters.names)
 
     async def check_health(self) -> None:
         """Always healthy."""
 
     def shutdown(self) -> None:
         """Nothing to stop."""
+
+
+def _nothing_to_check(adapter: AdapterSpec) -> None:
+    """The null engine reads no adapter files."""
+
+
+async def _nothing_to_do(adapter: LoadedAdapter) -> None:
+    """The null engine holds no adapter weights."""

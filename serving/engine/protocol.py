@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from serving.config.adapters import AdapterSpec
 from serving.errors import ReplicaFailedError
 
 
@@ -76,6 +77,7 @@ class GenerationRequest:
     deadline_s: float | None = None  # absolute time.time() after which the engine aborts it
     trace_id: str | None = None  # the HTTP request's X-Request-Id, for log lines
     tool_calling: ToolCalling | None = None
+    adapter: str | None = None  # the LoRA adapter to generate with (None: the base model)
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ class EngineStats:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     kv_events_endpoint: str = ""  # where the engine publishes its KV cache events ("": it does not)
+    adapters: tuple[str, ...] = ()  # LoRA adapters loaded (ready for requests)
+    adapter_slots: int = 0  # distinct adapters one engine batch holds (max_loras; 0: no LoRA)
 
     @property
     def queue_depth(self) -> int:
@@ -169,6 +173,10 @@ class Engine(Protocol):
         ...
 
     def stats(self) -> EngineStats: ...
+
+    async def set_adapters(self, adapters: tuple[AdapterSpec, ...]) -> None:
+        """Serve exactly these LoRA adapters from now on."""
+        ...
 
     async def check_health(self) -> None: ...
 

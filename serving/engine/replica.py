@@ -6,7 +6,9 @@ It takes token ids plus sampling settings from the gateway, streams
 :class:`GenerationChunk` s back, aborts the engine request when the caller goes
 away (Serve cancels the generator; vLLM aborts on cancellation), and reports its
 engine stats for routing (``record_routing_stats``) and autoscaling
-(``record_autoscaling_stats``). vLLM is imported only when the replica starts.
+(``record_autoscaling_stats``). The stack's LoRA adapters arrive with its settings
+(``reconfigure``): loaded before the replica takes traffic, changed without a restart.
+vLLM is imported only when the replica starts.
 
 A replica whose engine process died cannot recover: the first request (or health
 check, or the watchdog, within :data:`WATCH_PERIOD_S`) that sees it fails with
@@ -31,7 +33,7 @@ from ray import serve
 
 from serving.autoscaling.queue_depth import QUEUE_DEPTH_METRIC
 from serving.config.model_spec import AcceleratorKind
-from serving.config.stack import EngineReplicaConfig, NullBackend
+from serving.config.stack import EngineReplicaConfig, NullBackend, StackConfig
 from serving.engine.core_slots import CoreSlot, claim_core_slot
 from serving.engine.cpu_binding import CpuBinding, apply_binding, plan_binding
 from serving.engine.null_engine import NullEngine
@@ -109,6 +111,15 @@ class EngineReplica:
                 "completion_tokens": last.completion_tokens if last else 0,
                 "finished": bool(last and last.finished),
             }))
+
+    async def reconfigure(self, user_config: dict) -> None:
+        """Serve's hook for the app's settings (the whole :class:`StackConfig`, before
+        the replica takes traffic and on every change): serve its adapters."""
+        await self.apply_adapters(StackConfig.model_validate(user_config))
+
+    async def apply_adapters(self, config: StackConfig) -> None:
+        """Load the config's new adapters into the engine, remove the ones it dropped."""
+        await self._engine.set_adapters(config.adapters)
 
     async def stats(self) -> EngineStats:
         return self._engine.stats()

@@ -7,7 +7,9 @@ every Ray process to one core.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import AsyncIterator, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from vllm.config import StructuredOutputsConfig
@@ -15,11 +17,15 @@ from vllm.config.kv_events import KVEventsConfig
 from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.exceptions import VLLMClientError
 from vllm.inputs import TokensPrompt
+from vllm.lora.request import LoRARequest
 from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError
 
+from serving.adapters.checks import check_adapter
+from serving.config.adapters import AdapterSpec
 from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelSpec
+from serving.engine.adapter_set import AdapterSet, LoadedAdapter
 from serving.engine.protocol import (
     EngineStats,
     GenerationChunk,
@@ -31,7 +37,7 @@ from serving.engine.protocol import (
 from serving.engine.tool_calls import ChoiceReader, reader_for
 from serving.engine.vllm_stats import EngineStatsRecorder
 from serving.engine.vllm_tool_parser import ToolParserFactory
-from serving.errors import InvalidRequestError, ReplicaFailedError
+from serving.errors import AdapterLoadError, InvalidRequestError, ReplicaFailedError
 
 GIB = 1 << 30
 
@@ -40,6 +46,7 @@ def engine_args(model: ModelSpec, model_path: Path, settings: EngineSettings) ->
     """vLLM engine arguments for a model spec (pure mapping, no side effects)."""
     on_cpu = model.accelerator is AcceleratorKind.CPU
     tp = model.tensor_parallel_size
+    lora = settings.lora
     return AsyncEngineArgs(
         model=str(model_path),
         served_model_name=model.name,
@@ -61,6 +68,10 @@ def engine_args(model: ModelSpec, model_path: Path, settings: EngineSettings) ->
         disable_log_stats=True,  # our recorder replaces vLLM's periodic log lines
         enable_log_requests=False,  # prompts are not logged by default
         kv_events_config=kv_events_config(settings),
+        enable_lora=lora is not None,
+        max_loras=lora.max_loras if lora else 1,
+        max_lora_rank=lora.max_lora_rank if lora else 16,
+        max_cpu_loras=lora.host_slots if lora else None,
     )
 
 
@@ -126,6 +137,26 @@ class VllmEngine:
         self._llm = AsyncLLM.from_engine_args(args, stat_loggers=self._recorder.stat_loggers)
         self._tool_parsers = (ToolParserFactory(tool_parser, self._llm.get_tokenizer(), str(args.served_model_name))
                               if tool_parser else None)
+        self._lora_slots = args.max_loras if args.enable_lora else 0
+        base_config = json.loads((Path(args.model) / "config.json").read_text())
+        self.adapters = AdapterSet(
+            lambda spec: self._check_adapter(spec, args, base_config), self._load_adapter, self._unload_adapter)
+
+    def _check_adapter(self, spec: AdapterSpec, args: AsyncEngineArgs, base_config: dict) -> None:
+        if not args.enable_lora:
+            raise AdapterLoadError(f"adapter {spec.name!r}: this engine was started without LoRA "
+                                      "(set engine.lora in the stack config)")
+        check_adapter(spec, max_lora_rank=args.max_lora_rank, base_config=base_config)
+
+    async def _load_adapter(self, adapter: LoadedAdapter) -> None:
+        await self._llm.add_lora(_lora_request(adapter))
+
+    async def _unload_adapter(self, adapter: LoadedAdapter) -> None:
+        await self._llm.remove_lora(adapter.engine_id)
+
+    async def set_adapters(self, adapters: tuple[AdapterSpec, ...]) -> None:
+        """Serve exactly these adapters (see :class:`AdapterSet`)."""
+        await self.adapters.apply(adapters)
 
     @property
     def dead(self) -> bool:
@@ -157,17 +188,19 @@ class VllmEngine:
         readers, keep_special = self._readers(request)
         top = request.sampling.logprobs
         params = sampling_params(request, keep_special_tokens=keep_special)
-        outputs = self._llm.generate(prompt, params, request.request_id)
-        async for out in outputs:
-            deltas = tuple(_delta(o, readers, top) for o in out.outputs)
-            completion_tokens += sum(d.num_tokens for d in deltas)
-            yield GenerationChunk(
-                deltas=deltas,
-                replica_id=self._replica_id,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                finished=out.finished,
-            )
+        with self.adapters.use(request.adapter) if request.adapter else nullcontext() as adapter:
+            lora = _lora_request(adapter) if adapter is not None else None
+            outputs = self._llm.generate(prompt, params, request.request_id, lora_request=lora)
+            async for out in outputs:
+                deltas = tuple(_delta(o, readers, top) for o in out.outputs)
+                completion_tokens += sum(d.num_tokens for d in deltas)
+                yield GenerationChunk(
+                    deltas=deltas,
+                    replica_id=self._replica_id,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    finished=out.finished,
+                )
 
     def _readers(self, request: GenerationRequest):
         """A tool-call reader per choice (built when a choice first speaks), and whether
@@ -194,7 +227,8 @@ class VllmEngine:
         unfinished = self._llm.get_num_unfinished_requests()
         running = min(recorded.running, unfinished)
         return dataclasses.replace(recorded, running=running, waiting=unfinished - running,
-                                   kv_events_endpoint=self.kv_events_endpoint())
+                                   kv_events_endpoint=self.kv_events_endpoint(),
+                                   adapters=self.adapters.names, adapter_slots=self._lora_slots)
 
     def kv_events_endpoint(self) -> str:
         """Where the engine publishes its KV cache events (``""``: it does not)."""
@@ -208,6 +242,10 @@ class VllmEngine:
 
     def shutdown(self) -> None:
         self._llm.shutdown()
+
+
+def _lora_request(adapter: LoadedAdapter) -> LoRARequest:
+    return LoRARequest(adapter.spec.name, adapter.engine_id, str(adapter.spec.path))
 
 
 class _Readers(dict):

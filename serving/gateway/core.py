@@ -89,8 +89,6 @@ class GatewayCore:
         # inside this process) adds its collectors there too, so /metrics shows both.
         self._registry = REGISTRY
         self._metrics = GatewayMetrics(self._registry)
-        model = config.model.name
-        self._metrics.declare_model(model)
         gateway = config.gateway
         self._keys = KeysFile(gateway.api_keys_file, gateway) if gateway.api_keys_file else None
         context = serve.get_replica_context()
@@ -112,7 +110,7 @@ class GatewayCore:
                                        shared=shared_views(gateway.direct))
             self._fleet.start()
         self._served = ServedModel(
-            name=model,
+            name=config.model.name,
             max_model_len=config.model.max_model_len,
             tokenizer=prompt_tokenizer(config),
             engine=engine,
@@ -122,7 +120,7 @@ class GatewayCore:
             supports_tools=config.model.tool_calling is not None,
         )
         self._service = GatewayService(
-            [self._served], self._metrics,
+            self._served_models(config), self._metrics,
             request_timeout_s=gateway.request_timeout_s,
             log_prompts=gateway.log_prompts,
             rate_limiter=self._rate_limiter,
@@ -130,6 +128,13 @@ class GatewayCore:
         self._plans = plans
         self._keys_task = (asyncio.get_running_loop().create_task(self._watch_keys_file())
                            if self._keys else None)
+
+    def _served_models(self, config: StackConfig) -> list[ServedModel]:
+        """The base model, then each of its adapters (declared in the metrics at 0)."""
+        models = [self._served, *(self._served.with_adapter(a.name) for a in config.adapters)]
+        for served in models:
+            self._metrics.declare_model(served.name)
+        return models
 
     @property
     def service(self) -> GatewayService:
@@ -159,6 +164,7 @@ class GatewayCore:
         self._service.request_timeout_s = gateway.request_timeout_s
         self._service.log_prompts = gateway.log_prompts
         self._served.scales_from_zero = config.autoscaling.enabled and config.autoscaling.min_replicas == 0
+        self._service.set_models(self._served_models(config))  # the adapters, and their copy of the above
         if gateway.api_keys_file != self._config.gateway.api_keys_file or gateway.key_limits != self._config.gateway.key_limits:
             self._keys = KeysFile(gateway.api_keys_file, gateway) if gateway.api_keys_file else None
             if self._keys is not None and self._keys_task is None:

@@ -40,8 +40,9 @@ from serving.openai.validation import Tokenizer, ValidatedRequest, validate_comp
 
 @dataclass
 class ServedModel:
-    """One model behind the gateway: its tokenizer, engine replicas and admission bound;
-    ``supports_tools`` when its spec says how it calls tools."""
+    """One model id behind the gateway: its tokenizer, engine replicas and admission bound;
+    ``supports_tools`` when its spec says how it calls tools. A LoRA adapter is one too,
+    with its base model as ``parent`` (and the base's replicas, tokenizer and bound)."""
 
     name: str
     max_model_len: int
@@ -51,6 +52,11 @@ class ServedModel:
     replicas: Callable[[], ReplicaCounts] = field(default=lambda: ReplicaCounts(ready=1))
     scales_from_zero: bool = False
     supports_tools: bool = False
+    parent: str | None = None
+
+    def with_adapter(self, name: str) -> "ServedModel":
+        """This base model's adapter ``name``: same replicas, tokenizer and bound."""
+        return dataclasses.replace(self, name=name, parent=self.name)
 
     def check_can_serve(self) -> None:
         """Raise :class:`NoReplicaError` when no replica serves and none can start."""
@@ -101,8 +107,14 @@ class GatewayService:
         return self.drain_state.draining
 
     def in_flight(self) -> int:
-        """Requests admitted and not finished, over every model."""
-        return sum(m.admission.in_flight for m in self.models.values())
+        """Requests admitted and not finished, over every model (adapters share their
+        base model's bound)."""
+        bounds = {id(m.admission): m.admission for m in self.models.values()}
+        return sum(b.in_flight for b in bounds.values())
+
+    def set_models(self, models: list[ServedModel]) -> None:
+        """Serve these model ids from now on (requests in flight keep theirs)."""
+        self.models = {m.name: m for m in models}
 
     async def drain(self, timeout_s: float, *, retry_after_s: int = 1) -> DrainReport:
         """Refuse new requests from now on, let those in flight finish for up to
@@ -137,7 +149,8 @@ class GatewayService:
             return validate_completion(
                 body,
                 tokenizer=served.tokenizer,
-                served_model=served.name,
+                served_model=served.parent or served.name,
+                adapters=(served.name,) if served.parent else (),
                 max_model_len=served.max_model_len,
                 request_id=new_id("chatcmpl" if chat else "cmpl"),
                 session_id=session_id,

@@ -153,6 +153,8 @@ class ModelCard(_Answer):
     object: Literal["model"]
     created: int
     owned_by: str
+    root: str
+    parent: str | None
     max_model_len: int
 
 

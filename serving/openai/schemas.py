@@ -234,11 +234,15 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
     }
 
 
-def model_card(name: str, max_model_len: int, created: int) -> dict:
+def model_card(name: str, max_model_len: int, created: int, parent: str | None = None) -> dict:
+    """One ``/v1/models`` entry, as vLLM shapes it: an adapter's ``parent`` (and ``root``) is
+    its base model; a base model has no parent and is its own root (no server path shown)."""
     return {
         "id": name,
         "object": "model",
         "created": created,
         "owned_by": "serveout",
+        "root": parent or name,
+        "parent": parent,
         "max_model_len": max_model_len,
     }

@@ -6,6 +6,7 @@ any replica sees it; the router and the engine replica both call
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,11 +25,16 @@ class Tokenizer(Protocol):
     def check_ids(self, token_ids: list[int], *, param: str) -> list[int]: ...
 
 
-def check_model(requested: str, served: str) -> None:
-    if requested != served:
-        raise ModelNotFoundError(
-            f"The model `{requested}` does not exist. Served models: {served}", param="model"
-        )
+def check_model(requested: str, served: str, adapters: Collection[str] = ()) -> str | None:
+    """The adapter ``requested`` names (None: the base model ``served``); raises
+    :class:`ModelNotFoundError` listing what is served when it names neither."""
+    if requested == served:
+        return None
+    if requested in adapters:
+        return requested
+    raise ModelNotFoundError(
+        f"The model `{requested}` does not exist. Served models: {', '.join((served, *adapters))}",
+        param="model")
 
 
 def resolve_max_tokens(
@@ -67,10 +73,12 @@ def generation_request(
     deadline_s: float | None = None,
     trace_id: str | None = None,
     supports_tools: bool = False,
+    adapters: Collection[str] = (),
 ) -> GenerationRequest:
     """Validate meaning, tokenise and size the request (tools, when the model
-    ``supports_tools``, are rendered into the prompt and tokenised with it)."""
-    check_model(body.model, served_model)
+    ``supports_tools``, are rendered into the prompt and tokenised with it); ``model``
+    names the base ``served_model`` or one of its ``adapters``."""
+    adapter = check_model(body.model, served_model, adapters)
     unsupported = body.unsupported_fields()
     if unsupported:
         raise InvalidRequestError(
@@ -141,6 +149,7 @@ def generation_request(
         deadline_s=deadline_s,
         trace_id=trace_id,
         tool_calling=output.tool_calling,
+        adapter=adapter,
     )
 
 
@@ -165,7 +174,7 @@ class ValidatedRequest:
     chat: bool
     stream: bool
     include_usage: bool
-    model: str
+    model: str  # the model id the request named: the base model or an adapter
 
     @property
     def n(self) -> int:
@@ -183,17 +192,18 @@ def validate_completion(
     deadline_s: float,
     trace_id: str | None,
     supports_tools: bool = False,
+    adapters: Collection[str] = (),
 ) -> ValidatedRequest:
     """Validate, tokenise and size ``body`` (raises the client's 4xx errors)."""
     generation = generation_request(
         body, tokenizer=tokenizer, served_model=served_model, max_model_len=max_model_len,
         request_id=request_id, session_id=session_id, deadline_s=deadline_s, trace_id=trace_id,
-        supports_tools=supports_tools,
+        supports_tools=supports_tools, adapters=adapters,
     )
     return ValidatedRequest(
         generation=generation,
         chat=isinstance(body, ChatCompletionRequest),
         stream=body.stream,
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
-        model=served_model,
+        model=body.model,
     )

@@ -92,7 +92,7 @@ class CacheAwarePolicy(RoutingPolicy):
         tokens = len(request.prompt_token_ids)
         self._mean_prompt = tokens if not self._mean_prompt else (
             self._decay * self._mean_prompt + (1 - self._decay) * tokens)
-        hashes = block_hashes(request.prompt_token_ids, self.block_tokens)
+        hashes = block_hashes(request.prompt_token_ids, self.block_tokens, request.adapter)
         held = {r.replica_id: self._held(r, hashes) for r in replicas}
         lowest = min(r.load for r in replicas)
         # Eligible: load <= bound x the mean load after this request (the lightest always is).
@@ -182,7 +182,7 @@ class CacheAwarePolicy(RoutingPolicy):
         flight = self._flights.get(request.request_id)
         if flight is not None and flight.replica_id != replica_id:  # Serve sent it past the first rank
             self._track(request.request_id, replica_id, flight.hashes)
-        hashes = flight.hashes if flight is not None else block_hashes(request.prompt_token_ids, self.block_tokens)
+        hashes = flight.hashes if flight is not None else block_hashes(request.prompt_token_ids, self.block_tokens, request.adapter)
         self._routed.record(hashes, replica_id)
 
     def on_finished(self, request_id: str) -> None:

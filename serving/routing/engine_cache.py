@@ -8,7 +8,9 @@ blocks are reported again on every hit), ``BlockRemoved`` when a block is evicte
 ``AllBlocksCleared`` when the cache is reset. :class:`EngineCacheIndex` replays those
 events into the *router's* block hashes (:func:`~serving.routing.prefix_index.block_hashes`
 of the same tokens), so a policy asks "how many leading blocks of this prompt does
-replica X hold?" without knowing vLLM's hash function or seed.
+replica X hold?" without knowing vLLM's hash function or seed. A block computed under
+a LoRA adapter (the event's ``lora_name``) is keyed under that adapter's root, as the
+router hashes that adapter's prompts, so one adapter's blocks never count as another's.
 
 A router block is ``block_tokens`` tokens, a whole number of engine blocks (128 on
 vLLM CPU and 128 here: one each; 16 on a GPU: eight each): it counts as held while
@@ -26,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from serving.routing.prefix_index import ROOT_HASH
+from serving.routing.prefix_index import root_hash
 
 EngineHash: TypeAlias = bytes | int
 """vLLM's block hash as published (``ExternalBlockHash``: sha256 bytes, or an int)."""
@@ -48,6 +50,7 @@ class BlocksStored:
     parent: EngineHash | None
     token_ids: tuple[int, ...]
     block_size: int
+    adapter: str | None = None  # the LoRA adapter the blocks were computed under (vLLM's lora_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +123,7 @@ class EngineCacheIndex:
             self.misaligned += 1
             return
         if event.parent is None:
-            router_parent, pending = ROOT_HASH, ()
+            router_parent, pending = root_hash(event.adapter), ()
         else:
             state = self._chain.get(event.parent)
             if state is None:

@@ -31,6 +31,7 @@ class BlockStored(msgspec.Struct, tag=True):
     block_size: int
     medium: str | None = None
     group_idx: int | None = None
+    lora_name: str | None = None
 
 
 class BlockRemoved(msgspec.Struct, tag=True):
@@ -85,7 +86,7 @@ def decode_payload(payload: bytes) -> tuple[CacheEvent, ...]:
             continue
         elif isinstance(event, BlockStored):
             out.append(BlocksStored(tuple(event.block_hashes), event.parent_block_hash, tuple(event.token_ids),
-                                    event.block_size))
+                                    event.block_size, event.lora_name))
         else:
             out.append(BlocksRemoved(tuple(event.block_hashes)))
     return tuple(out)

@@ -53,6 +53,7 @@ class RoutingRequest:
     request_id: str
     prompt_token_ids: tuple[int, ...] = ()
     session_id: str | None = None
+    adapter: str | None = None  # the LoRA adapter it runs under (None: the base model)
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ class PrefixAffinityPolicy(RoutingPolicy):
     def rank(self, request: RoutingRequest, replicas: Sequence[ReplicaLoad]) -> Ranking:
         if not replicas:
             return Ranking((), RoutingDecision.PREFIX_MISS)
-        hashes = block_hashes(request.prompt_token_ids, self._block_tokens)
+        hashes = block_hashes(request.prompt_token_ids, self._block_tokens, request.adapter)
         by_id = {r.replica_id: r for r in replicas}
         match = self._index.longest_match(hashes, by_id)
         fallback = power_of_two_order(replicas, self._rng)
@@ -114,7 +114,7 @@ class PrefixAffinityPolicy(RoutingPolicy):
 
     def on_routed(self, request: RoutingRequest, replica_id: str) -> None:
         # Serve may have sent it past the first rank (that replica was full).
-        self._index.record(block_hashes(request.prompt_token_ids, self._block_tokens), replica_id)
+        self._index.record(block_hashes(request.prompt_token_ids, self._block_tokens, request.adapter), replica_id)
 
     def on_replicas_changed(self, replica_ids: frozenset[str]) -> None:
         self._index.retain(replica_ids)

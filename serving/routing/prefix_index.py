@@ -13,6 +13,8 @@ replicas it was routed to: no prefix tree, memory bounded whatever the traffic.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -22,8 +24,20 @@ ROOT_HASH = _ROOT_HASH
 """The parent hash of a prompt's first block (to continue a chain elsewhere: engine cache events)."""
 
 
-def block_hashes(token_ids: Sequence[int], block_tokens: int) -> tuple[int, ...]:
-    """Chained hashes of the full ``block_tokens``-token blocks of ``token_ids``.
+@functools.lru_cache(maxsize=4096)
+def root_hash(adapter: str | None = None) -> int:
+    """The parent hash of a prompt's first block under a LoRA ``adapter`` (None: the
+    base model). vLLM keys every cached block with its adapter, so prompts of different
+    adapters never share blocks, and here neither do their hashes. Stable across
+    processes (blake2b, not ``hash`` of a str, which ``PYTHONHASHSEED`` salts)."""
+    if adapter is None:
+        return _ROOT_HASH
+    return int.from_bytes(hashlib.blake2b(adapter.encode(), digest_size=8).digest(), "big") >> 1
+
+
+def block_hashes(token_ids: Sequence[int], block_tokens: int, adapter: str | None = None) -> tuple[int, ...]:
+    """Chained hashes of the full ``block_tokens``-token blocks of ``token_ids``
+    (under ``adapter``: :func:`root_hash`).
 
     Uses Python's tuple hash, which is deterministic for ints (``PYTHONHASHSEED``
     only salts str and bytes) and fast; a collision costs a cache miss, never a
@@ -33,7 +47,7 @@ def block_hashes(token_ids: Sequence[int], block_tokens: int) -> tuple[int, ...]
         raise ValueError(f"block_tokens must be >= 1, got {block_tokens}")
     tokens = tuple(token_ids)
     hashes: list[int] = []
-    parent = _ROOT_HASH
+    parent = root_hash(adapter)
     for end in range(block_tokens, len(tokens) + 1, block_tokens):
         parent = hash((parent, tokens[end - block_tokens : end]))
         hashes.append(parent)

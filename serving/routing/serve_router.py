@@ -234,7 +234,8 @@ def routing_request(pending_request: PendingRequest) -> RoutingRequest:
     generation = _generation_request(pending_request)
     tokens = generation.prompt_token_ids if generation is not None else ()
     session_id = (generation.session_id if generation is not None else None) or metadata.session_id
-    return RoutingRequest(metadata.internal_request_id, tuple(tokens), session_id or None)
+    adapter = generation.adapter if generation is not None else None
+    return RoutingRequest(metadata.internal_request_id, tuple(tokens), session_id or None, adapter)
 
 
 def _generation_request(pending_request: PendingRequest) -> GenerationRequest | None:

@@ -7,6 +7,7 @@ import pytest
 
 from serving.cli import build_parser, stack_config_from_args
 from serving.config.loading import build_stack_config, read_stack_file
+from serving.config.adapters import AdapterSpec
 from serving.config.model_spec import ModelCatalog
 from serving.config.stack import NullBackend, VllmBackend
 from serving.errors import ConfigError
@@ -21,7 +22,9 @@ def build(data):
 
 def from_cli(argv, config_file=None):
     args = build_parser().parse_args(["up", *argv, *(["--config", str(config_file)] if config_file else [])])
-    store = SimpleNamespace(catalog=CATALOG, require=lambda n: Path("/m") / n)
+    # a fake model store: weights and adapters at made-up paths (nothing is read)
+    store = SimpleNamespace(catalog=CATALOG, require=lambda n: Path("/m") / n,
+                            adapters=SimpleNamespace(spec=lambda spec, name: AdapterSpec(name=name, path=Path("/a") / name)))
     return stack_config_from_args(args, store)
 
 

@@ -1,0 +1,96 @@
+"""LoRA adapters on the base model's replicas, for real: the two adapters made at set-up
+(peft, models/adapters/*.jsonl) on the vLLM CPU engine, called by name with the official
+OpenAI SDK; adapters changed at run time without an engine restart; a broken adapter
+refused by name while everything else keeps serving."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+from openai import OpenAI
+
+from tests.integration.settings import MODEL, PORT, replicas
+from tests.integration.test_faults import engine_pids
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "What are your opening hours?"
+ADAPTED = {"replicas": replicas(2), "gateway": {"max_in_flight": 24, "port": PORT},
+           "adapters": ["clinic", "pharmacy"]}
+
+
+@pytest.fixture(scope="module")
+def lora_stack(stack):
+    stack.ensure(ADAPTED)
+    return stack
+
+
+@pytest.fixture(scope="module")
+def client(lora_stack) -> OpenAI:
+    return OpenAI(base_url=f"{lora_stack.url}/v1", api_key="unused", timeout=120, max_retries=0)
+
+
+def greedy(client: OpenAI, model: str, question: str = QUESTION) -> str:
+    answer = client.chat.completions.create(model=model, messages=[{"role": "user", "content": question}],
+                                            temperature=0, max_tokens=24)
+    assert answer.model == model
+    return answer.choices[0].message.content
+
+
+def test_models_lists_the_base_and_each_adapter_with_its_parent(client):
+    cards = {m.id: m for m in client.models.list().data}
+    assert set(cards) == {MODEL, "clinic", "pharmacy"}
+    assert cards[MODEL].parent is None and cards[MODEL].root == MODEL
+    assert cards["clinic"].parent == MODEL and cards["pharmacy"].parent == MODEL
+    assert "/" not in cards["clinic"].root  # no server path shown to clients
+
+
+def test_each_adapter_answers_in_its_own_voice_and_unlike_the_base(client):
+    base, clinic, pharmacy = (greedy(client, m) for m in (MODEL, "clinic", "pharmacy"))
+    assert clinic.startswith("Clinic desk:"), clinic
+    assert pharmacy.startswith("Pharmacist:"), pharmacy
+    assert len({base, clinic, pharmacy}) == 3
+    assert greedy(client, "clinic") == clinic  # greedy: the same answer again, on any replica
+
+
+def test_an_adapter_streams_and_batches_beside_the_base(client):
+    stream = client.chat.completions.create(model="pharmacy", messages=[{"role": "user", "content": QUESTION}],
+                                            temperature=0, max_tokens=24, stream=True)
+    chunks = list(stream)
+    assert {c.model for c in chunks} == {"pharmacy"}
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).startswith("Pharmacist:")
+
+
+def test_an_unknown_model_is_a_404_listing_what_is_served(client):
+    with pytest.raises(openai.NotFoundError) as caught:
+        greedy(client, "radiology")
+    error = caught.value.body
+    assert error["code"] == "model_not_found" and error["param"] == "model"
+    for name in (MODEL, "clinic", "pharmacy"):
+        assert name in error["message"]
+
+
+def test_adapters_change_at_run_time_and_a_broken_one_is_refused_by_name(lora_stack, client, tmp_path):
+    before = engine_pids(lora_stack.config.app_name)
+    clinic = lora_stack.build(ADAPTED).adapters[0]
+    (tmp_path / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8, "use_dora": true}')
+    changed = {**ADAPTED, "adapters": [
+        {"name": "clinic-v2", "path": str(clinic.path), "rank": 8},
+        {"name": "dora", "path": str(tmp_path)},
+        {"name": "missing", "path": str(tmp_path / "nowhere")},
+    ]}
+    lora_stack.ensure(changed)
+    try:
+        assert greedy(client, "clinic-v2").startswith("Clinic desk:")
+        assert greedy(client, MODEL)  # the base serves throughout
+        for name, reason in (("dora", "DoRA"), ("missing", "does not exist")):
+            response = httpx.post(f"{lora_stack.url}/v1/chat/completions", timeout=60, json={
+                "model": name, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+            assert response.status_code == 404, response.text
+            assert name in response.json()["error"]["message"] and reason in response.json()["error"]["message"]
+        with pytest.raises(openai.NotFoundError):
+            greedy(client, "pharmacy")  # removed
+        assert engine_pids(lora_stack.config.app_name) == before  # no engine restarted
+    finally:
+        lora_stack.ensure(ADAPTED)
