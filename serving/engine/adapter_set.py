@@ -48,6 +48,7 @@ class AdapterSet:
         self._in_flight: Counter[str] = Counter()
         self._leaving: dict[str, LoadedAdapter] = {}  # removed, waiting for their requests
         self._next_id = 1
+        self._unloading: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak refs
         self.loads = 0
         self.load_seconds = 0.0
 
@@ -111,4 +112,6 @@ class AdapterSet:
             leaving = self._leaving.get(name)
             if not self._in_flight[name] and leaving is not None and leaving.engine_id == loaded.engine_id:
                 del self._leaving[name]
-                asyncio.get_running_loop().create_task(self._unload(leaving))
+                task = asyncio.get_running_loop().create_task(self._unload(leaving))
+                self._unloading.add(task)
+                task.add_done_callback(self._unloading.discard)

@@ -140,11 +140,19 @@ class EngineStats:
     kv_events_endpoint: str = ""  # where the engine publishes its KV cache events ("": it does not)
     adapters: tuple[str, ...] = ()  # LoRA adapters loaded (ready for requests)
     adapter_slots: int = 0  # distinct adapters one engine batch holds (max_loras; 0: no LoRA)
+    adapter_loads: int = 0  # adapters loaded since the engine started (cumulative)
+    adapter_load_seconds: float = 0.0  # time spent checking and loading them (cumulative)
+    adapters_refused: int = 0  # declared adapters this engine refused (now)
 
     @property
     def queue_depth(self) -> int:
         """Requests the engine holds: waiting plus running."""
         return self.waiting + self.running
+
+    @property
+    def adapters_loaded(self) -> int:
+        """LoRA adapters ready for requests."""
+        return len(self.adapters)
 
     def to_dict(self) -> dict[str, float | int | str]:
         return dataclasses.asdict(self)

@@ -228,7 +228,10 @@ class VllmEngine:
         running = min(recorded.running, unfinished)
         return dataclasses.replace(recorded, running=running, waiting=unfinished - running,
                                    kv_events_endpoint=self.kv_events_endpoint(),
-                                   adapters=self.adapters.names, adapter_slots=self._lora_slots)
+                                   adapters=self.adapters.names, adapter_slots=self._lora_slots,
+                                   adapter_loads=self.adapters.loads,
+                                   adapter_load_seconds=self.adapters.load_seconds,
+                                   adapters_refused=len(self.adapters.failed))
 
     def kv_events_endpoint(self) -> str:
         """Where the engine publishes its KV cache events (``""``: it does not)."""

@@ -190,9 +190,32 @@ def _rows(config: StackConfig, s: Selectors) -> list[tuple[str, list[Panel]]]:
         ]
     rows = [("Traffic", traffic), ("Replicas and queue", replicas), ("Engines", engines),
             ("Routing", routing)]
+    if config.adapters:
+        rows.append(("Models and LoRA adapters", _model_panels(g, e)))
     if config.gateway.api_keys_file is not None:
         rows.append(("API keys", _key_panels(r)))
     return rows + [("Ray nodes", nodes)]
+
+
+def _model_panels(g: str, e: str) -> list[Panel]:
+    """Traffic per served model (the base and each adapter) and the adapters' engine state."""
+    return [
+        Panel("Requests/s per model", (Query(
+            f"sum by (model) (rate(serveout_requests_total{g}[1m]))", "{{model}}"),), "reqps"),
+        Panel("Generated tokens/s per model", (Query(
+            f"sum by (model) (rate(serveout_generation_tokens_total{g}[1m]))", "{{model}}"),), "short"),
+        Panel("Time to first token p95 per model", (Query(
+            f"histogram_quantile(0.95, sum by (model, le) "
+            f"(rate(serveout_time_to_first_token_seconds_bucket{g}[5m])))", "{{model}}"),), "s"),
+        Panel("Adapters loaded per replica", (
+            Query(f"serveout_engine_adapters_loaded{e}", "{{replica}}"),
+            Query(f"serveout_engine_adapters_refused{e}", "{{replica}} refused"),
+        ), "short", "A refused adapter answers 404 naming why; the engine's log says more."),
+        Panel("Adapter slot waits/s", (Query(
+            f"sum by (adapter) (rate(serveout_adapter_slot_waits_total{e}[1m]))", "{{adapter}}"),),
+            "reqps", "Requests routed while every replica's LoRA slots held other adapters: "
+            "raise lora.max_loras or add replicas."),
+    ]
 
 
 def _key_panels(r: str) -> list[Panel]:

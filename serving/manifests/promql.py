@@ -33,17 +33,20 @@ def _escape(value: str) -> str:
 class Selectors:
     """Label selectors for the series of one deployment."""
 
-    model: str
+    models: tuple[str, ...]  # the served names: the base model, then its LoRA adapters
     deployment: str
     rayservice: str
 
     @classmethod
     def of(cls, config: StackConfig) -> "Selectors":
-        return cls(config.model.name, engine_deployment_label(config), resource_name(config))
+        return cls(config.served_names, engine_deployment_label(config), resource_name(config))
 
     def gateway(self, *, regex: dict[str, str] | None = None, **extra: str) -> str:
-        """Gateway metrics (``serveout_requests_total`` and friends) of this model."""
-        return matchers(model=self.model, regex=regex, **extra)
+        """Gateway metrics (``serveout_requests_total`` and friends) of every served model."""
+        if len(self.models) == 1:
+            return matchers(model=self.models[0], regex=regex, **extra)
+        names = "|".join(m.replace(".", "\\.") for m in self.models)  # ids are [A-Za-z0-9._:-]
+        return matchers(regex={"model": names, **(regex or {})}, **extra)
 
     def engine(self) -> str:
         """Routing and per-replica engine metrics of this deployment."""

@@ -29,6 +29,7 @@ class Assignment:
     policy: RoutingPolicyName
     decision: RoutingDecision
     generation: bool = True
+    adapter: str | None = None  # the LoRA adapter it runs under (None: the base model)
 
 
 class AssignmentTracker:
@@ -40,6 +41,7 @@ class AssignmentTracker:
         self._max_tracked = max_tracked
         self._by_request: OrderedDict[str, Assignment] = OrderedDict()
         self._per_replica: Counter[str] = Counter()
+        self._adapters: dict[str, Counter[str]] = {}  # replica -> LoRA adapter -> requests
 
     def __len__(self) -> int:
         return len(self._by_request)
@@ -51,14 +53,18 @@ class AssignmentTracker:
         """Requests assigned to ``replica_id`` and not released."""
         return self._per_replica[replica_id]
 
+    def adapters(self, replica_id: str) -> Counter[str]:
+        """LoRA adapters with requests assigned to ``replica_id``, with how many (do not mutate)."""
+        return self._adapters.get(replica_id) or Counter()
+
     def assign(self, request_id: str, assignment: Assignment) -> None:
         """Assign (or re-assign, on a routing retry) a request."""
         self.release(request_id)
         self._by_request[request_id] = assignment
-        self._per_replica[assignment.replica_id] += 1
+        self._increment(assignment)
         while len(self._by_request) > self._max_tracked:
             _, oldest = self._by_request.popitem(last=False)
-            self._decrement(oldest.replica_id)
+            self._decrement(oldest)
 
     def move(self, request_id: str, replica_id: str) -> Assignment | None:
         """Serve sent the request to ``replica_id``: count it there. Returns its assignment."""
@@ -66,16 +72,16 @@ class AssignmentTracker:
         if current is None:
             return None
         if current.replica_id != replica_id:
-            self._decrement(current.replica_id)
-            self._per_replica[replica_id] += 1
-            self._by_request[request_id] = replace(current, replica_id=replica_id)
+            self._decrement(current)
+            moved = self._by_request[request_id] = replace(current, replica_id=replica_id)
+            self._increment(moved)
         return current
 
     def release(self, request_id: str) -> None:
         """The request finished, failed or was abandoned (unknown ids are ignored)."""
         assignment = self._by_request.pop(request_id, None)
         if assignment is not None:
-            self._decrement(assignment.replica_id)
+            self._decrement(assignment)
 
     def retain(self, replica_ids: Collection[str]) -> None:
         """Drop requests assigned to replicas that left."""
@@ -83,7 +89,20 @@ class AssignmentTracker:
             if assignment.replica_id not in replica_ids:
                 self.release(request_id)
 
-    def _decrement(self, replica_id: str) -> None:
+    def _increment(self, assignment: Assignment) -> None:
+        self._per_replica[assignment.replica_id] += 1
+        if assignment.adapter is not None:
+            self._adapters.setdefault(assignment.replica_id, Counter())[assignment.adapter] += 1
+
+    def _decrement(self, assignment: Assignment) -> None:
+        replica_id = assignment.replica_id
         self._per_replica[replica_id] -= 1
         if self._per_replica[replica_id] <= 0:
             del self._per_replica[replica_id]
+        running = self._adapters.get(replica_id)
+        if assignment.adapter is not None and running is not None:
+            running[assignment.adapter] -= 1
+            if running[assignment.adapter] <= 0:
+                del running[assignment.adapter]
+                if not running:
+                    del self._adapters[replica_id]

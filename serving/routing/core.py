@@ -19,6 +19,17 @@ A replica marked failed (its engine or actor died under a request) is skipped wh
 any other candidate is live, until it leaves the live set: its requests fail at
 once, so by load it would look like the idlest replica and draw the most traffic.
 
+LoRA adapter slots: vLLM batches at most ``max_loras`` distinct adapters per engine
+step, and a waiting request whose adapter would make one more is skipped until every
+request of some adapter there has finished (under steady traffic, for a long time:
+the thrash adapter-heavy deployments report). So a request for an adapter is ranked
+first among the replicas where it *fits*: its adapter already has requests there, or
+fewer adapters than the replica's slots do (counted from this router's own
+assignments; slots from the replica's stats, unknown before its first poll: then it
+fits). The policy ranks those; the others follow by load, and when none fits the
+policy ranks them all and the wait is counted (``serveout_adapter_slot_waits_total``).
+A hot adapter still spreads by load: every replica running it fits.
+
 All calls come from the router's event loop: no locks here.
 """
 
@@ -110,11 +121,28 @@ class RoutingCore:
         healthy = [c for c in candidates if c.replica_id not in self._failed]
         # Every candidate failed: rank them anyway, so the request fails fast (and says
         # why) instead of waiting in Serve's queue for a replacement.
-        ranking = policy.rank(request, self.loads(healthy or candidates))
-        if ranking.order:
-            assignment = Assignment(ranking.order[0], policy.name, ranking.decision, generation)
+        pool = healthy or candidates
+        adapter = request.adapter if generation else None
+        fitting = [c for c in pool if self._fits(adapter, c.replica_id)]
+        ranking = policy.rank(request, self.loads(fitting or pool))
+        order = ranking.order
+        if fitting and len(fitting) < len(pool):
+            others = self._control_policy.rank(request, self.loads([c for c in pool if c not in fitting]))
+            order += others.order
+        elif not fitting and adapter is not None and pool:
+            self.metrics.count_slot_wait(adapter)
+        if order:
+            assignment = Assignment(order[0], policy.name, ranking.decision, generation, adapter)
             self._assignments.assign(request.request_id, assignment)
-        return ranking.order
+        return order
+
+    def _fits(self, adapter: str | None, replica_id: str) -> bool:
+        """Whether ``replica_id``'s engine can batch a request for ``adapter`` now."""
+        if adapter is None:
+            return True
+        stats = self._engine.get(replica_id)
+        running = self._assignments.adapters(replica_id)
+        return stats is None or stats.adapter_slots <= 0 or adapter in running or len(running) < stats.adapter_slots
 
     def mark_failed(self, replica_id: str) -> None:
         """A request to ``replica_id`` failed because the replica died: skip it until

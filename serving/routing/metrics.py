@@ -21,11 +21,19 @@ engine deployment; ``replica`` is Serve's replica id):
 ``serveout_engine_prefix_cache_hits_total{deployment,replica}`` (counter, tokens)
 ``serveout_engine_prompt_tokens_total{deployment,replica}`` (counter)
 ``serveout_engine_generation_tokens_total{deployment,replica}`` (counter)
+``serveout_engine_adapters_loaded{deployment,replica}`` (gauge)
+``serveout_engine_adapters_refused{deployment,replica}`` (gauge)
+``serveout_engine_adapter_loads_total{deployment,replica}`` (counter)
+``serveout_engine_adapter_load_seconds_total{deployment,replica}`` (counter, seconds)
     Each replica's engine stats as last polled by Serve (``record_routing_stats``,
     every ``RoutingSpec.stats_period_s``); absent until the first poll.
 ``serveout_replica_failed{deployment,replica}`` (gauge, 1)
     A live replica this router skips because a request to it failed when it died
     (its engine or actor); the series goes when Serve removes the replica.
+``serveout_adapter_slot_waits_total{deployment,adapter}`` (counter)
+    Requests for a LoRA adapter routed while no replica had it running or a free
+    adapter slot: each waits in its engine until one frees (adapters outnumber
+    ``max_loras`` x replicas at that moment; raise ``lora.max_loras`` or add replicas).
 ``serveout_queue_depth{deployment}`` (gauge)
     Engine waiting + running summed over the deployment's replicas: the signal
     for an outside autoscaler (KEDA, HPA).
@@ -60,6 +68,7 @@ ROUTED = "serveout_routed_requests"
 DECISIONS = "serveout_routing_decisions"
 QUEUE_DEPTH = "serveout_queue_depth"
 FAILED = "serveout_replica_failed"
+SLOT_WAITS = "serveout_adapter_slot_waits"
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,14 @@ _ENGINE_FAMILIES = (
                   "Prompt tokens the engine processed."),
     _EngineFamily("serveout_engine_generation_tokens", "generation_tokens", True,
                   "Tokens the engine generated."),
+    _EngineFamily("serveout_engine_adapters_loaded", "adapters_loaded", False,
+                  "LoRA adapters the engine holds, ready for requests."),
+    _EngineFamily("serveout_engine_adapters_refused", "adapters_refused", False,
+                  "Declared LoRA adapters the engine refused (bad folder, rank, base): see its log."),
+    _EngineFamily("serveout_engine_adapter_loads", "adapter_loads", True,
+                  "LoRA adapters loaded since the engine started."),
+    _EngineFamily("serveout_engine_adapter_load_seconds", "adapter_load_seconds", True,
+                  "Seconds spent checking and loading LoRA adapters."),
 )
 
 ENGINE_VIEW_FAMILIES = frozenset(spec.name for spec in _ENGINE_FAMILIES) | {QUEUE_DEPTH}
@@ -104,6 +121,7 @@ class RoutingMetricsSnapshot:
     engine: Mapping[str, EngineStats] = field(default_factory=dict)
     failed: frozenset[str] = frozenset()
     engine_view: bool = True
+    slot_waits: Mapping[str, int] = field(default_factory=dict)
 
 
 class RoutingMetrics:
@@ -121,6 +139,12 @@ class RoutingMetrics:
         self._decisions: Counter[tuple[RoutingPolicyName, RoutingDecision]] = Counter()
         self._engine: dict[str, EngineStats] = {}
         self._failed: frozenset[str] = frozenset()
+        self._slot_waits: Counter[str] = Counter()
+
+    def count_slot_wait(self, adapter: str) -> None:
+        """A request for ``adapter`` went to a replica whose adapter slots were all taken."""
+        with self._lock:
+            self._slot_waits[adapter] += 1
 
     def count_routed(self, replica_id: str, policy: RoutingPolicyName, decision: RoutingDecision) -> None:
         """One generation request was sent to ``replica_id``."""
@@ -145,7 +169,7 @@ class RoutingMetrics:
         with self._lock:
             return RoutingMetricsSnapshot(
                 self.deployment, dict(self._routed), dict(self._decisions), dict(self._engine),
-                self._failed, self.engine_view,
+                self._failed, self.engine_view, dict(self._slot_waits),
             )
 
 
@@ -186,6 +210,7 @@ def _families(snapshots: list[RoutingMetricsSnapshot]) -> Iterator[Metric]:
     decisions: Counter[tuple[str, str, str]] = Counter()
     engine: dict[tuple[str, str], EngineStats] = {}
     failed: set[tuple[str, str]] = set()
+    slot_waits: Counter[tuple[str, str]] = Counter()
     deployments: set[str] = set()
     for snap in snapshots:
         if snap.engine_view:
@@ -197,6 +222,8 @@ def _families(snapshots: list[RoutingMetricsSnapshot]) -> Iterator[Metric]:
         for replica, stats in snap.engine.items():
             engine[(snap.deployment, replica)] = stats
         failed.update((snap.deployment, replica) for replica in snap.failed)
+        for adapter, n in snap.slot_waits.items():
+            slot_waits[(snap.deployment, adapter)] += n
 
     family = CounterMetricFamily(ROUTED, "Generation requests routed to each engine replica.",
                                  labels=["deployment", "replica", "policy"])
@@ -221,6 +248,12 @@ def _families(snapshots: list[RoutingMetricsSnapshot]) -> Iterator[Metric]:
                                labels=["deployment", "replica"])
     for labels in sorted(failed):
         family.add_metric(list(labels), 1)
+    yield family
+
+    family = CounterMetricFamily(SLOT_WAITS, "LoRA requests routed while every replica's adapter "
+                                 "slots held other adapters.", labels=["deployment", "adapter"])
+    for labels, n in sorted(slot_waits.items()):
+        family.add_metric(list(labels), n)
     yield family
 
     depth = GaugeMetricFamily(QUEUE_DEPTH, "Engine waiting + running requests over the deployment.",

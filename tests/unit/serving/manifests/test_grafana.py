@@ -141,3 +141,20 @@ def test_api_key_panels_only_when_the_gateway_has_keys(config):
         used = set().union(*(referenced_metrics(t["expr"]) for t in _targets(dashboard)))
         assert {"serveout_key_requests_total", "serveout_key_rejected_requests_total",
                 "serveout_auth_failures_total"} <= used
+
+
+def test_adapters_add_per_model_panels_and_the_gateway_panels_cover_every_served_name(h200):
+    spec = CATALOG.get("smollm2-135m-instruct")
+    config = cluster_config(spec, h200, adapters=[{"name": "clinic", "path": "/models/adapters/clinic"},
+                                                  {"name": "pharmacy.v2", "path": "/models/adapters/p"}])
+    dashboard = _dashboard(config)
+    titles = {p["title"] for p in dashboard["panels"]}
+    assert {"Requests/s per model", "Adapters loaded per replica", "Adapter slot waits/s"} <= titles
+    parser = promql_parser()
+    for target in _targets(dashboard):
+        parser.parse(target["expr"])
+        assert referenced_metrics(target["expr"]) <= KNOWN
+    by_status = next(p for p in dashboard["panels"] if p["title"] == "Requests/s by status")
+    assert 'model=~"smollm2-135m-instruct|clinic|pharmacy\\\\.v2"' in by_status["targets"][0]["expr"]
+    plain = _dashboard(cluster_config(spec, h200))
+    assert "Requests/s per model" not in {p["title"] for p in plain["panels"]}
