@@ -49,7 +49,8 @@ SERVING_LAYERS: tuple[tuple[str, ...], ...] = (
     #    ingress (direct), the HTTP app (api), the service every gateway replica runs
     ("serving.direct", "serving.api", "serving.gateway"),
     # 4: what builds, runs and renders them
-    ("serving.app_builder", "serving.cluster", "serving.manifests", "serving.cli"),
+    ("serving.app_builder", "serving.cluster", "serving.manifests", "serving.cli", "serving.adapters_cli",
+     "serving.run_state"),
 )
 """Layers of ``serving``'s folders (and top-level modules), lowest first."""
 

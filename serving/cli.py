@@ -5,6 +5,7 @@
                [--engine null [--null-tokens-per-s N] [--null-ttft-ms M]]
     serving status | serving down | serving exec -- COMMAND...
     serving models list | serving models prepare NAME
+    serving adapters list | serving adapters add NAME [--path DIR] | serving adapters remove NAME
     serving render --model NAME [--config stack.yaml] --target target.yaml --out DIR
     serving drain --local --deployment engine|gateway --timeout-s S [--app NAME]
 """
@@ -31,15 +32,13 @@ from serving.errors import ConfigError, ServeoutError
 from serving.admission.api_keys import KeyEntry, read_keys_file
 from serving.cluster.drain_node import add_drain_command
 from serving.manifests import add_render_command
-from serving.model_store import ModelStore, default_home, models_dir
+from serving.model_store import ModelStore, models_dir
+from serving.adapters_cli import add_adapters_command, serve_adapter_requests
+from serving.run_state import read_state, state_file, write_state
 from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
 
 SMOKE_QUESTION = "What is the capital of France?"
 console = Console(stderr=True)
-
-
-def state_file() -> Path:
-    return default_home() / "run" / "serving.json"
 
 
 def _store() -> ModelStore:
@@ -185,7 +184,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                       f"{config.replicas.num_replicas} replica(s){null} at [bold]{url}/v1[/] "
                       f"(ready in {time.monotonic() - started:.0f} s)")
         console.print(describe_auth(config, keys, url))
-        _write_state(url, config)
+        write_state(url, config, netns=in_loopback_netns())
         if args.smoke or args.exit_after_smoke:
             answer = smoke_request(url, config.model.name, auth_headers(keys))
             console.print(f"[bold]Q:[/] {SMOKE_QUESTION}\n[bold]A:[/] {answer}")
@@ -195,9 +194,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             console.print(f"the stack runs in a loopback-only network namespace; reach it with "
                           f"`{' '.join(nsenter_prefix(os.getpid()))} curl {url}/v1/models` "
                           f"or `serving status`")
-        console.print("Ctrl-C (or `serving down`) stops it")
-        while True:
-            time.sleep(3600)
+        console.print("Ctrl-C (or `serving down`) stops it; `serving adapters add|remove` changes its adapters")
+        serve_adapter_requests(cluster, config, url)
     except KeyboardInterrupt:
         console.print("stopping")
         return 0
@@ -211,31 +209,8 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _write_state(url: str, config: StackConfig) -> None:
-    path = state_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    keys_file = config.gateway.api_keys_file
-    path.write_text(json.dumps({"pid": os.getpid(), "url": url, "app": config.app_name,
-                                "netns": in_loopback_netns(),
-                                "api_keys_file": str(keys_file) if keys_file else None,
-                                "metrics_public": config.gateway.metrics_public}))
-
-
-def _read_state() -> dict:
-    path = state_file()
-    if not path.is_file():
-        raise ServeoutError("no running stack found (start one with `serving up`)")
-    state = json.loads(path.read_text())
-    try:
-        os.kill(state["pid"], 0)
-    except ProcessLookupError:
-        path.unlink(missing_ok=True)
-        raise ServeoutError("the recorded stack is no longer running") from None
-    return state
-
-
 def cmd_status(args: argparse.Namespace) -> int:
-    state = _read_state()
+    state = read_state()
     if state["netns"] and not in_loopback_netns():
         os.environ["SERVEOUT_IN_LOOPBACK_NETNS"] = "1"
         argv = nsenter_prefix(state["pid"]) + python_argv("serving.cli", sys.argv[1:])
@@ -263,13 +238,13 @@ def cmd_exec(args: argparse.Namespace) -> int:
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
         raise ServeoutError("nothing to run: serving exec -- COMMAND [ARGS...]")
-    state = _read_state()
+    state = read_state()
     prefix = nsenter_prefix(state["pid"]) if state["netns"] and not in_loopback_netns() else []
     return subprocess.run(prefix + argv).returncode
 
 
 def cmd_down(_: argparse.Namespace) -> int:
-    state = _read_state()
+    state = read_state()
     os.kill(state["pid"], signal.SIGTERM)  # handled like Ctrl-C: a clean shutdown
     console.print(f"asked serving up (pid {state['pid']}) to stop")
     return 0
@@ -347,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     prep.set_defaults(func=cmd_models_prepare)
     add_render_command(sub, models_dir=models_dir)
     add_drain_command(sub)
+    add_adapters_command(sub, _store)
     return parser
 
 

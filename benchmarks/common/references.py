@@ -14,7 +14,7 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,10 +26,11 @@ RAY_LLM_REQUIREMENTS = REPO / "requirements" / "bench-ray-llm.txt"
 
 @contextmanager
 def bare_vllm_server(
-    port: int, log: Path, *, dtype: str | None = None, timeout_s: float = 300.0
+    port: int, log: Path, *, dtype: str | None = None, timeout_s: float = 300.0,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[str]:
     """Run ``vllm.entrypoints.openai.api_server`` until the block ends; yields its URL once
-    healthy. ``dtype`` defaults to the model spec's."""
+    healthy. ``dtype`` defaults to the model spec's; ``extra_args`` are added to its command."""
     spec = model_spec()
     env = {**os.environ, **engine_env(), "VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_HOST_IP": HOST}
     command = [
@@ -39,7 +40,7 @@ def bare_vllm_server(
         "--max-num-seqs", str(spec.engine.max_num_seqs), "--enable-prefix-caching",
         "--kv-cache-memory-bytes", str(int(spec.engine.kv_cache_space_gib * (1 << 30))),
         "--host", HOST, "--port", str(port),
-        "--disable-uvicorn-access-log", "--disable-log-stats",
+        "--disable-uvicorn-access-log", "--disable-log-stats", *extra_args,
     ]  # fmt: skip
     url = f"http://{HOST}:{port}"
     with running(command, url, name="vLLM", log=log, timeout_s=timeout_s, env=env, new_session=True,

@@ -1,0 +1,61 @@
+"""What a running ``serving up`` records for the other ``serving`` commands
+(``status``, ``down``, ``exec``, ``adapters``): its PID, URL, network namespace, key
+file and the adapters it serves, in ``$SERVEOUT_HOME/run/serving.json``; and the file
+through which ``serving adapters`` asks it for another set of adapters."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from serving.config.stack import StackConfig
+from serving.errors import ServeoutError
+from serving.model_store import default_home
+
+
+def state_file() -> Path:
+    return default_home() / "run" / "serving.json"
+
+
+def adapters_request_file() -> Path:
+    """The adapters ``serving adapters add|remove`` asks the running stack to serve."""
+    return default_home() / "run" / "adapters-request.json"
+
+
+def write_state(url: str, config: StackConfig, *, netns: bool, adapters_request: str | None = None,
+                adapters_error: str | None = None) -> None:
+    """Record the stack; ``adapters_request``: the id of the last adapters request handled
+    (``adapters_error``: why it was refused, the adapters then unchanged)."""
+    path = state_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys_file = config.gateway.api_keys_file
+    path.write_text(json.dumps({
+        "pid": os.getpid(), "url": url, "app": config.app_name, "netns": netns, "model": config.model.name,
+        "api_keys_file": str(keys_file) if keys_file else None, "metrics_public": config.gateway.metrics_public,
+        "adapters": [a.model_dump(mode="json") for a in config.adapters], "adapters_request": adapters_request, "adapters_error": adapters_error,
+    }))
+
+
+def read_state() -> dict:
+    """The running stack's record; :class:`ServeoutError` when none runs."""
+    path = state_file()
+    if not path.is_file():
+        raise ServeoutError("no running stack found (start one with `serving up`)")
+    state = json.loads(path.read_text())
+    try:
+        os.kill(state["pid"], 0)
+    except ProcessLookupError:
+        path.unlink(missing_ok=True)
+        raise ServeoutError("the recorded stack is no longer running") from None
+    return state
+
+
+def request_headers(state: dict) -> dict[str, str]:
+    """What a ``serving`` command sends to the running stack: its first API key, if any."""
+    from serving.admission.api_keys import read_keys_file
+    from serving.config.stack import KeyLimits
+
+    keys_file = state.get("api_keys_file")
+    keys = read_keys_file(Path(keys_file), defaults=KeyLimits()) if keys_file else []
+    return {"Authorization": f"Bearer {keys[0].key}"} if keys else {}
