@@ -205,9 +205,10 @@ def build_http_app(
         return await completion(request, CompletionRequest)
 
     @app.get("/v1/models", **route_docs(answer=answers.ModelList, errors=(401,)))
-    async def list_models():
+    async def list_models(request: Request):
         created = now()
-        cards = [model_card(m.name, m.max_model_len, created, m.parent) for m in service.models.values()]
+        cards = [model_card(m.name, m.max_model_len, created, m.parent)
+                 for m in service.visible_models(request.state.caller)]
         return {"object": "list", "data": cards}
 
     async def release_plan(request: Request) -> None:
@@ -222,7 +223,7 @@ def build_http_app(
     async def tokenize(request: Request):
         await release_plan(request)
         body = await body_of(request, TokenizeRequest)
-        served = service.model(body.model)
+        served = service.model(body.model, request.state.caller)
         if (body.prompt is None) == (body.messages is None):
             raise InvalidRequestError("give exactly one of `prompt` or `messages`", param="prompt")
         if body.messages is not None:
@@ -236,7 +237,7 @@ def build_http_app(
     async def detokenize(request: Request):
         await release_plan(request)
         body = await body_of(request, DetokenizeRequest)
-        served = service.model(body.model)
+        served = service.model(body.model, request.state.caller)
         return {"prompt": served.tokenizer.decode(body.tokens)}
 
     @app.get("/health", **route_docs(answer=answers.HealthResponse, also={

@@ -58,6 +58,9 @@ class RoutingSpec(Strict):
         "prompt lengths (decoding requests slow its steps a little)"
     )
     stats_period_s: float = Field(1.0, gt=0, description="replica stats refresh period")
+    adapter_slots: bool = Field(
+        True, description="rank first the replicas whose engine can batch the request's LoRA adapter now "
+        "(it runs there, or a slot is free); off: the policy alone (docs/serving.md, adapters)")
 
 
 class AutoscalingSpec(Strict):

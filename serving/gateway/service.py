@@ -121,14 +121,21 @@ class GatewayService:
         ``timeout_s``, then cut the rest with :class:`ServerDrainingError`."""
         return await drain_requests(self.drain_state, self.in_flight, timeout_s, retry_after_s=retry_after_s)
 
-    def model(self, name: str) -> ServedModel:
-        try:
-            return self.models[name]
-        except KeyError:
-            raise ModelNotFoundError(
-                f"The model `{name}` does not exist. Served models: {', '.join(self.models)}",
-                param="model",
-            ) from None
+    def model(self, name: str, caller: Caller = ANONYMOUS_CALLER) -> ServedModel:
+        """The served model ``name``, if ``caller``'s key may call it; else
+        :class:`ModelNotFoundError` listing what it may call."""
+        served = self.models.get(name)
+        if served is not None and caller.may_use(name):
+            return served
+        if caller.models is not None:  # as OpenAI answers: nothing told about the others
+            raise ModelNotFoundError(f"The model `{name}` does not exist or you do not have access to it.",
+                                     param="model")
+        raise ModelNotFoundError(
+            f"The model `{name}` does not exist. Served models: {', '.join(self.models)}", param="model")
+
+    def visible_models(self, caller: Caller) -> list[ServedModel]:
+        """The models ``caller``'s key may call (what ``/v1/models`` lists to it)."""
+        return [m for m in self.models.values() if caller.may_use(m.name)]
 
     async def complete(
         self,
@@ -191,7 +198,7 @@ class GatewayService:
         endpoint = "chat" if chat else "completions"
         admitted: Admitted | None = None
         try:
-            served = self.model(model_name)
+            served = self.model(model_name, caller)
             self.drain_state.refuse_new(served.admission.retry_after_s)
             served.check_can_serve()
             # Admission first: a request counts against the bound from the moment it is

@@ -68,10 +68,13 @@ class RoutingCore:
         tracker: AssignmentTracker | None = None,
         rng: random.Random | None = None,
         cache_views: Callable[[str], CacheView | None] | None = None,
+        adapter_slots: bool = True,
     ) -> None:
         """``cache_views(replica_id)``: what that replica's engine caches (its KV cache
-        events followed: :mod:`serving.routing.engine_cache`), or ``None``."""
+        events followed: :mod:`serving.routing.engine_cache`), or ``None``;
+        ``adapter_slots``: rank the replicas where a LoRA request fits first."""
         self.policy = policy
+        self.adapter_slots = adapter_slots
         self._cache_views = cache_views
         self.metrics = metrics
         self._control_policy = LeastLoadedPolicy(rng=rng)
@@ -80,9 +83,10 @@ class RoutingCore:
         self._replica_ids: frozenset[str] = frozenset()
         self._failed: set[str] = set()
 
-    def use_policy(self, policy: RoutingPolicy) -> None:
+    def use_policy(self, policy: RoutingPolicy, *, adapter_slots: bool = True) -> None:
         """Route with ``policy`` from now on (requests in flight keep their assignments)."""
         self.policy = policy
+        self.adapter_slots = adapter_slots
         policy.on_replicas_changed(self._replica_ids)
 
     def update_replicas(self, engine_stats: Mapping[str, EngineStats | None]) -> None:
@@ -123,7 +127,7 @@ class RoutingCore:
         # why) instead of waiting in Serve's queue for a replacement.
         pool = healthy or candidates
         adapter = request.adapter if generation else None
-        fitting = [c for c in pool if self._fits(adapter, c.replica_id)]
+        fitting = [c for c in pool if not self.adapter_slots or self._fits(adapter, c.replica_id)]
         ranking = policy.rank(request, self.loads(fitting or pool))
         order = ranking.order
         if fitting and len(fitting) < len(pool):

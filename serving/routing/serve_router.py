@@ -110,7 +110,8 @@ class ServeoutRequestRouter(RequestRouter):
         routing_collector(registry).attach(metrics)
         self._spec = routing_spec
         self._follow_kv_events(routing_spec)
-        self._core = RoutingCore(build_policy(routing_spec), metrics, cache_views=self._cache_view)
+        self._core = RoutingCore(build_policy(routing_spec), metrics, cache_views=self._cache_view,
+                                 adapter_slots=routing_spec.adapter_slots)
         log.info("routing %s with %s", metrics.deployment, routing_spec.policy)
         if self._replicas_list:
             self._sync_core(self._replicas_list)
@@ -169,7 +170,7 @@ class ServeoutRequestRouter(RequestRouter):
         elif ticket.spec is not None and ticket.spec != self._spec:
             self._spec = ticket.spec  # the caller's settings changed: its policy from now on
             self._follow_kv_events(ticket.spec)
-            self.routing.use_policy(build_policy(ticket.spec))
+            self.routing.use_policy(build_policy(ticket.spec), adapter_slots=ticket.spec.adapter_slots)
             self._sync_core(self._replicas_list)
             log.info("routing %s with %s", self.routing.metrics.deployment, ticket.spec.policy)
         candidates = [Candidate(replica_id, self._queue_len(replica))

@@ -124,3 +124,13 @@ def test_slot_waits_are_exported_per_adapter():
     registry.register(collector)
     assert registry.get_sample_value("serveout_adapter_slot_waits_total",
                                      {"deployment": "engine", "adapter": "clinic"}) == 2
+
+
+def test_with_adapter_slots_off_the_policy_alone_ranks():
+    core = core_with_slots(slots=1)
+    core.adapter_slots = False
+    core.choose(RoutingRequest("q1", adapter="clinic"), [Candidate("a")])
+    for i in range(3):
+        core.choose(RoutingRequest(f"p{i}", adapter="pharmacy"), [Candidate("b")])
+    assert core.choose(RoutingRequest("q2", adapter="pharmacy"), CANDIDATES)[0] == "a"  # least loaded
+    assert core.metrics.snapshot().slot_waits == {}
