@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     t = run.add_argument_group("target")
     t.add_argument("--target", default="http://127.0.0.1:8000", help="base URL (default: %(default)s)")
     t.add_argument("--model", default="smollm2-135m-instruct", help="served model name (default: %(default)s)")
+    t.add_argument("--model-mix", default=None, metavar="M=W,...|zipf:S[:N]",
+                   help="spread sessions over served models (a base and its LoRA adapters): weights, or a Zipf "
+                        "law over the models GET /v1/models lists (the first N); figures per model in the reports")
     t.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
     t.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT/ITL)")
     t.add_argument("--no-exact-output", action="store_true", help="do not send ignore_eos (answers may stop early)")
@@ -130,6 +133,7 @@ def config_from_args(args: argparse.Namespace):
     from loadtest.config import CancelConfig, GeneratorConfig, GpuConfig, LoadTestConfig, TargetConfig, parse_host_port
     from loadtest.profiles import ReplayProfile, parse_profile
     from loadtest.workloads import parse_workload
+    from loadtest.workloads.model_mix import parse_model_mix
 
     profile = parse_profile(args.profile)
     replay = isinstance(profile, ReplayProfile)
@@ -175,6 +179,7 @@ def config_from_args(args: argparse.Namespace):
             generator=generator,
             cancel=CancelConfig(fraction=args.cancel, after_s=args.cancel_after) if args.cancel else None,
             gpu=_gpu(args.gpu_metrics, args.gpu_interval, GpuConfig) if args.gpu_metrics else None,
+            model_mix=parse_model_mix(args.model_mix) if args.model_mix is not None else None,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())

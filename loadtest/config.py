@@ -15,6 +15,7 @@ from loadtest.errors import ConfigError, SLOError
 from loadtest.profiles import ProfileConfig, ReplayProfile
 from loadtest.units import Fraction, Seconds
 from loadtest.workloads import TraceWorkload, WorkloadConfig
+from loadtest.workloads.model_mix import ModelMix
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_TARGET = "http://127.0.0.1:8000"
@@ -159,7 +160,9 @@ class CancelConfig(Frozen):
 class LoadTestConfig(Frozen):
     """One load test. ``duration_s`` is the total load time of a stage (warm-up and
     cool-down included, excluded from figures); ``max_requests`` caps the requests of a
-    stage; ``time_limit_s`` is the hard bound after which the generator is stopped."""
+    stage; ``time_limit_s`` is the hard bound after which the generator is stopped.
+    ``model_mix``: the models the sessions name (:mod:`loadtest.workloads.model_mix`;
+    without one, ``target.model``)."""
 
     target: TargetConfig = TargetConfig()
     profile: ProfileConfig
@@ -178,6 +181,7 @@ class LoadTestConfig(Frozen):
     generator: GeneratorConfig = GeneratorConfig()
     cancel: CancelConfig | None = None
     gpu: GpuConfig | None = None
+    model_mix: ModelMix | None = None
 
     @model_validator(mode="before")
     @classmethod

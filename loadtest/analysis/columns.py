@@ -10,7 +10,8 @@ and the simulator builds them straight from its raw rows, ~180,000 requests and
 Missing values: ``NaN`` in float columns (``ttft_s``, ``scheduled_s``), :data:`NONE`
 in integer ones (token counts); a record's error kind is ``None`` when it has none.
 The session columns (``session``, ``turn``, ``session_seq``, ``fanout``) may be left out
-(``None``): the session figures then are not computed.
+(``None``): the session figures then are not computed; so may ``model`` (the model each
+request named, ``""`` when not recorded): then there are no figures per model.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class RecordColumns:
     session_seq: np.ndarray | None = None  # NONE where unknown
     fanout: np.ndarray | None = None  # NONE for a request that is no agent step's
     cancel_after_s: np.ndarray | None = None  # NaN for a request the client was not to abandon
+    model: np.ndarray | None = None  # strings, "" where not recorded
 
     def __post_init__(self) -> None:
         n = len(self.start_s)
@@ -105,4 +107,5 @@ class RecordColumns:
             error_kind=tuple(r.error_kind for r in records), gaps=GapTable.of_records(records),
             session=ints("session"), turn=ints("turn"), session_seq=ints("session_seq"), fanout=ints("fanout"),
             cancel_after_s=floats("cancel_after_s"),
+            model=np.array([r.model or "" for r in records], dtype=str),
         )

@@ -26,6 +26,7 @@ import numpy as np
 from loadtest.analysis.arrivals import arrivals_of
 from loadtest.analysis.columns import NONE, SOURCES, RecordColumns
 from loadtest.analysis.gpu import gpu_stage
+from loadtest.analysis.per_model import ModelFigures, model_groups
 from loadtest.analysis.records import ErrorKind, RequestRecord, TokenSource
 from loadtest.analysis.server_metrics import ServerSample, counter_delta
 from loadtest.analysis.sessions import session_report
@@ -99,6 +100,32 @@ def latency_samples(ok: RecordColumns) -> dict[Metric, np.ndarray | Counted]:
     shared = gaps.total > max(len(gaps.values), MAX_MEAN_BOOTSTRAP)
     itl = gaps.value_counts() if shared else gaps.flat()
     return {Metric.TTFT: ttft, Metric.ITL: itl, Metric.TPOT: tpots(ok)[1], Metric.E2E: ok.e2e_s}
+
+
+def client_cancelled(c: RecordColumns) -> int:
+    """Requests the client abandoned on purpose (``--cancel``): neither ok nor failed."""
+    return sum(k is ErrorKind.CLIENT_CANCELLED for k in c.error_kind)
+
+
+def model_figures(columns: RecordColumns, measured: RecordColumns, win: Window) -> tuple[ModelFigures, ...]:
+    """The figures of each model the measured requests named (none for a single one):
+    :mod:`loadtest.analysis.per_model`."""
+    if columns.model is None or measured.model is None:
+        return ()
+    figures = []
+    for name, mine in model_groups(measured.model):
+        rows = measured.take(mine)
+        ok = rows.take(rows.ok)
+        samples = latency_samples(ok)
+        emissions = emissions_of(columns.take(columns.model == name))
+        streamed = scan_emissions(emissions, window=(win.start_s, win.end_s))[0]
+        figures.append(ModelFigures(
+            model=name, requests=len(rows), errors=len(rows) - len(ok) - client_cancelled(rows),
+            share=len(rows) / len(measured), ttft=Distribution.of(samples[Metric.TTFT]),
+            tpot=Distribution.of(samples[Metric.TPOT]), e2e=Distribution.of(samples[Metric.E2E]),
+            output_tokens_per_s=streamed / win.duration_s if win.duration_s > 0 and streamed is not None else None,
+        ))  # fmt: skip
+    return tuple(figures)
 
 
 def latency_of(samples: dict[Metric, np.ndarray | Counted]) -> Latency:
@@ -203,7 +230,7 @@ def build_stage(
     columns = RecordColumns.of(records)
     measured, before, after = split_by_window(columns, *window)
     ok = measured.take(measured.ok)
-    abandoned = sum(k is ErrorKind.CLIENT_CANCELLED for k in measured.error_kind)
+    abandoned = client_cancelled(measured)
     failed = len(measured) - len(ok) - abandoned
     win = measured_window(measured, *window, timed=timed)
     samples = latency_samples(ok)
@@ -264,6 +291,7 @@ def build_stage(
         server=stage_server(server_samples),
         timeline=time_bins(columns, width, tokens=bin_tokens),
         sessions=session_report(measured),
+        models=model_figures(columns, measured, win),
         gpu=gpu_stage(gpu_samples, start=offset_s + win.start_s, end=offset_s + win.end_s, output_tokens=out_tokens,
                       total_tokens=out_tokens + in_tokens, source=gpu_source) if gpu_samples else None,
     )

@@ -8,6 +8,8 @@ a replayed trace's own session), ``session_seq`` the session as sent, unique in 
 stage; ``turn`` counts from 0; an agent step's requests (``fanout`` > 1) share their turn
 and are told apart by ``branch``. ``cancel_after_s``: the client was to abandon the
 request that long after sending it (``error_kind`` ``client_cancelled`` if it did).
+``model``: the model the request named (its session's own, else the target's); ``None``
+in records written before it was recorded.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class RequestRecord(BaseModel):
     finish_reason: str | None = None
     output_text: str | None = None
     cancel_after_s: float | None = None
+    model: str | None = None
 
     @property
     def end_s(self) -> float:

@@ -3,12 +3,13 @@
 Two vocabularies are understood: serveout's gateway (``serveout_*``) and a bare vLLM
 server (``vllm:*``). When both are present the serveout names win. A metric the
 target does not export leaves its field ``None``. Series carrying a ``model`` or
-``model_name`` label are kept only when it equals the tested model.
+``model_name`` label are kept only when it names a tested model (``--model``, and every
+model of a ``--model-mix``: serveout counts an adapter's tokens under its own name).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set as AbstractSet
 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -106,14 +107,15 @@ def parse_samples(text: str) -> list[Sample]:
         raise ParseError(f"malformed metrics text: {exc}") from None
 
 
-def extract_server_sample(samples: Iterable[Sample], *, t: float, model: str) -> ServerSample:
-    """Aggregate one scrape into a :class:`ServerSample` for ``model``."""
+def extract_server_sample(samples: Iterable[Sample], *, t: float, model: str | AbstractSet[str]) -> ServerSample:
+    """Aggregate one scrape into a :class:`ServerSample` for ``model`` (or several)."""
+    models = {model} if isinstance(model, str) else model
     by_name: dict[str, list[Sample]] = {}
     for sample in samples:
         if sample.name not in KNOWN_METRICS:
             continue
         served = sample.labels.get("model", sample.labels.get("model_name"))
-        if served is not None and served != model:
+        if served is not None and served not in models:
             continue
         by_name.setdefault(sample.name, []).append(sample)
     values: dict[str, float | None] = {}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from loadtest.analysis.per_model import ModelFigures
 from loadtest.analysis.records import ErrorKind
 from loadtest.analysis.server_metrics import ServerSample
 from loadtest.analysis.slo import ObjectiveResult
@@ -53,7 +54,6 @@ class WorkerReport(BaseModel):
     clock_offset_s: float | None = None
     clock_rtt_s: float | None = None
     stop_reason: str | None = None
-
 
 
 class _Model(BaseModel):
@@ -307,6 +307,7 @@ class StageSummary(_Model):
     timeline: tuple[TimeBin, ...] = ()
     sessions: SessionReport | None = None
     gpu: GpuStage | None = None
+    models: tuple[ModelFigures, ...] = Field((), description="per model, when the requests named several")
     validity: Validity = Validity()
     passed: bool | None = None
     verdict_reason: str = ""

@@ -52,6 +52,13 @@ def request_body(
     return body
 
 
+def request_model(target: TargetConfig, extra: Mapping[str, Any] | None) -> str:
+    """The model a request names: its session's own ``model`` (a JSONL line's, or the
+    model mix's), else the target's."""
+    model = (extra or {}).get("model")
+    return target.model if model is None else str(model)
+
+
 def completion_prompt(system: str | None, history: Sequence[tuple[str, str]], content: str) -> str:
     """A plain-text prompt: the system text, then the transcript, then the new message."""
     if not history:

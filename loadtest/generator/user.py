@@ -19,7 +19,7 @@ from geventhttpclient import HTTPClient
 from locust import User, constant, task
 
 from loadtest.analysis.records import ErrorKind, RequestRecord, TokenSource
-from loadtest.client.openai_api import MAX_RETRY_AFTER_S, request_body
+from loadtest.client.openai_api import MAX_RETRY_AFTER_S, request_body, request_model
 from loadtest.config import TargetConfig
 from loadtest.generator.bodies import FirstBodies, encode
 from loadtest.generator.context import RunContext
@@ -244,6 +244,7 @@ class OpenAIUser(User):
             finish_reason=ex.finish_reason,
             output_text=ex.text if ex.ok and not has_usage else None,
             cancel_after_s=cancel_after,
+            model=request_model(self.target, sent.session.extra_body),
         )
 
     def _report(self, ex: Exchange, record: RequestRecord) -> None:

@@ -42,6 +42,9 @@ def facts(stage: StageSummary) -> Table:
         grid.add_row("cancelled", cancels.replace("**", ""))
     if (energy := gpu_text(stage)) is not None:
         grid.add_row("GPU", energy)
+    if len(stage.models) > 1:
+        grid.add_row("models", "  ".join(f"{m.model} {m.share:.0%} TTFT p95 {_ms(m.ttft.p95)} ms"
+                                         for m in stage.models))  # fmt: skip
     if (s := stage.sessions) is not None:
         turns = "  ".join(f"{turn_label(t.turn, t.pooled)}: {_ms(t.ttft.p50)}" for t in s.by_turn)
         grid.add_row("sessions", f"{s.sessions}, time p50 {format_seconds(s.duration.p50)}; TTFT p50 (ms) by turn {turns}")

@@ -48,6 +48,7 @@ from loadtest.run.scraper import MetricsScraper
 from loadtest.run.tokencount import fill_token_counts
 from loadtest.units import format_seconds
 from loadtest.workloads.base import WorkloadContext, WorkloadPlan
+from loadtest.workloads.model_mix import assign_models
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 
 STARTUP_GRACE_S = 60.0
@@ -81,14 +82,15 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
     """Run every stage of ``config`` against its target and return the summary (also
     written to ``options.out_dir`` with the reports, when given)."""
     console = options.console or Console(stderr=True)
-    check_target(config)
+    listed = check_target(config)
+    shares = config.model_mix.shares(listed, config.target.url) if config.model_mix is not None else None
     work = Path(tempfile.mkdtemp(prefix="loadtest-"))
     started = time.time()
     scraper = None
     if (url := config.target.resolved_metrics_url) is not None:
         scraper = MetricsScraper(
-            url, model=config.target.model, interval_s=config.target.scrape_interval_s, t0_unix=started,
-            api_key=config.target.api_key,
+            url, model=frozenset({config.target.model, *(shares or ())}), interval_s=config.target.scrape_interval_s,
+            t0_unix=started, api_key=config.target.api_key,
         )
         scraper.scrape_now()
         scraper.start()
@@ -102,7 +104,7 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
     try:
         with ProgressView(console, options.progress) as view:
             while (plan := config.profile.next_stage(history)) is not None:
-                result = _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options)
+                result = _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options, shares)
                 results.append(result)
                 s = result.summary
                 history.append(
@@ -127,8 +129,9 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
         shutil.rmtree(work, ignore_errors=True)
 
 
-def check_target(config: LoadTestConfig) -> None:
-    """Fail early when the target is unreachable or does not serve the model."""
+def check_target(config: LoadTestConfig) -> list[str] | None:
+    """Fail early when the target is unreachable or does not serve the model; the models
+    it lists (``None`` when it lists none)."""
     url = f"{config.target.url}/v1/models"
     headers = {"Authorization": f"Bearer {config.target.api_key}"} if config.target.api_key else {}
     try:
@@ -136,13 +139,14 @@ def check_target(config: LoadTestConfig) -> None:
     except httpx.HTTPError as exc:
         raise TargetError(f"cannot reach {config.target.url}: {exc}") from None
     if response.status_code != 200:
-        return  # not every server lists models; the load test will show errors if any
+        return None  # not every server lists models; the load test will show errors if any
     try:
         served = [m.get("id") for m in response.json().get("data", [])]
     except (ValueError, AttributeError):
-        return
+        return None
     if served and config.target.model not in served:
         raise TargetError(f"{config.target.url} does not serve {config.target.model!r}; it serves {served}")
+    return served or None
 
 
 def pool_size(config: LoadTestConfig, plan: StagePlan, per_session: int) -> int:
@@ -170,7 +174,7 @@ def check_replay(config: LoadTestConfig, plan: StagePlan) -> None:
                           f"{load.span_s:g} s: leave it out, or cut the trace with end=")  # fmt: skip
 
 
-def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options) -> StageResult:
+def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options, shares) -> StageResult:
     check_replay(config, plan)
     folder = work / f"stage-{plan.index:02d}"
     folder.mkdir(parents=True)
@@ -178,7 +182,8 @@ def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, optio
     ctx = WorkloadContext(
         seed=plan.seed(config.seed), chat=config.target.endpoint is Endpoint.CHAT, tokenizer_loader=tokenizer
     )
-    workload_plan: WorkloadPlan = config.workload.build(pool_size(config, plan, per_session), ctx)
+    workload_plan: WorkloadPlan = assign_models(config.workload.build(pool_size(config, plan, per_session), ctx),
+                                                shares, ctx.seed)  # fmt: skip
     job = GeneratorJob(
         config=config,
         stage=plan,

@@ -23,10 +23,10 @@ def busy_requests(sample: ServerSample) -> float | None:
 class MetricsScraper:
     """Scrapes ``url`` every ``interval_s`` on a background thread; ``scrape_now`` adds a
     sample synchronously (used at stage boundaries). A target without ``/metrics`` (404)
-    is scraped no further."""
+    is scraped no further. ``model``: the tested model, or every model of a mix."""
 
-    def __init__(self, url: str, *, model: str, interval_s: float, t0_unix: float, timeout_s: float = 5.0,
-                 api_key: str | None = None) -> None:
+    def __init__(self, url: str, *, model: str | frozenset[str], interval_s: float, t0_unix: float,
+                 timeout_s: float = 5.0, api_key: str | None = None) -> None:
         self.url = url
         self.model = model
         self.interval_s = interval_s

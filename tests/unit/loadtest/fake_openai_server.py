@@ -5,7 +5,9 @@ and misbehaves on request when the user message starts with a marker:
 ``#429`` (rate limited, Retry-After: 1), ``#400``, ``#500``, ``#midstream`` (an SSE
 error event after two chunks), ``#close`` (connection dropped mid-stream), ``#slow``
 (sleeps 30 s before answering), ``#nousage`` (no usage chunk). ``/metrics`` exports
-vLLM-named counters of what it generated.
+vLLM-named counters of what it generated. ``/v1/models`` lists :data:`MODELS` as serveout
+does (a base, then its LoRA adapters with ``parent``); requests are counted by the model
+they name (``state.models``) and answers echo it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import json
 import socket
 import threading
 import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CHUNK_DELAY_S = 0.004
+BASE = "fake-model"
+MODELS = (BASE, "clinic", "pharmacy")  # the base model, then two adapters of it
 
 
 class FakeState:
@@ -26,6 +31,7 @@ class FakeState:
         self.prompt_tokens = 0
         self.running = 0
         self.requests = 0
+        self.models: Counter[str] = Counter()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -48,7 +54,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         state = self.server.state
         if self.path == "/v1/models":
-            self._send_json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            data = [{"id": m, "object": "model", **({"parent": BASE} if m != BASE else {})} for m in MODELS]
+            self._send_json(200, {"object": "list", "data": data})
         elif self.path == "/metrics":
             with state.lock:
                 text = (
@@ -85,6 +92,8 @@ class Handler(BaseHTTPRequestHandler):
         state = self.server.state
         with state.lock:
             state.requests += 1
+            state.models[str(body.get("model"))] += 1
+        model = body.get("model")
         if text.startswith("#429"):
             return self._send_json(429, {"error": {"message": "overloaded", "type": "overloaded"}}, {"Retry-After": "1"})
         if text.startswith("#400"):
@@ -100,6 +109,7 @@ class Handler(BaseHTTPRequestHandler):
                 state.prompt_tokens += prompt_tokens
             time.sleep(CHUNK_DELAY_S * n)
             return self._send_json(200, {
+                "model": model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": " w" * n}, "finish_reason": "length"}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n},
             })
@@ -111,7 +121,7 @@ class Handler(BaseHTTPRequestHandler):
             state.running += 1
             state.prompt_tokens += prompt_tokens
         try:
-            role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+            role = {"model": model, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
             self._chunk(f"data: {json.dumps(role)}\n\n")
             self._chunk(": keep-alive\n\n")
             for i in range(n):
@@ -125,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     return
                 finish = "length" if i == n - 1 else None
-                chunk = {"choices": [{"index": 0, "delta": {"content": " w"}, "finish_reason": finish}]}
+                chunk = {"model": model, "choices": [{"index": 0, "delta": {"content": " w"}, "finish_reason": finish}]}
                 with state.lock:
                     state.generation_tokens += 1
                 self._chunk(f"data: {json.dumps(chunk)}\n\n")

@@ -68,6 +68,19 @@ def test_other_model_is_ignored():
     assert sample.running is None and sample.generation_tokens_total is None
 
 
+def test_a_model_mix_counts_every_model_it_sends():
+    # serveout counts an adapter's tokens and in-flight requests under the adapter's name;
+    # its replicas are the base model's
+    adapters = ('serveout_in_flight_requests{model="clinic"} 4\n'
+                'serveout_generation_tokens_total{model="clinic"} 50\n'
+                'serveout_generation_tokens_total{model="pharmacy"} 7\n')
+    samples = parse_samples(SERVEOUT + adapters)
+    mixed = extract_server_sample(samples, t=0.0, model=frozenset({MODEL, "clinic"}))
+    assert (mixed.in_flight, mixed.generation_tokens_total) == (11 + 4, 200 + 50)  # not pharmacy's: not sent
+    assert (mixed.replicas_ready, mixed.queue_depth) == (2, 9)  # not "other"'s replicas
+    assert extract_server_sample(samples, t=0.0, model=MODEL).generation_tokens_total == 200
+
+
 def test_serveout_engine_prefix_cache_counters_are_read():
     text = (
         "serveout_engine_prefix_cache_queries_total{deployment=\"engine\",replica=\"a\"} 100\n"

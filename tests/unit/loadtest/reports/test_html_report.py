@@ -41,7 +41,7 @@ def test_the_html_report_opens_offline_and_draws_every_chart(tmp_path):
     assert all(rendered == "true" and lines > 0 for _, rendered, lines in seen["charts"])
     assert seen["after"] == seen["before"] - 1  # the legend hides its series
     assert seen["tables"] >= 6  # latency, throughput, SLO and by-turn tables of each stage, the sweep
-    for words in ("Agent steps (fan-out)", "Client cancellation", "output tokens per joule", "Rate sweep"):
+    for words in ("Agent steps (fan-out)", "Client cancellation", "output tokens per joule", "Rate sweep", "Per model"):
         assert words in seen["text"]
 
 
