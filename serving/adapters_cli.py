@@ -16,8 +16,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -26,12 +24,12 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv
+from serving.cluster.netns import in_loopback_netns
 from serving.config.adapters import AdapterSpec
 from serving.config.stack import StackConfig
 from serving.errors import ServeoutError
 from serving.model_store import ModelStore
-from serving.run_state import adapters_request_file, read_state, request_headers, write_state
+from serving.run_state import adapters_request_file, read_state, request_headers, rerun_in_stack_netns, write_state
 
 ADAPTERS_SIGNAL = signal.SIGUSR1
 console = Console(stderr=True)
@@ -50,13 +48,14 @@ def serve_adapter_requests(cluster, config: StackConfig, url: str) -> None:
 
 def apply_adapter_request(cluster, config: StackConfig, url: str) -> StackConfig:
     """Redeploy ``config`` with the requested adapters; the config now served."""
-    netns = in_loopback_netns()
+    netns, request = in_loopback_netns(), {}
     try:
         request = json.loads(adapters_request_file().read_text())
         wanted = [AdapterSpec.model_validate(a).model_dump(mode="json") for a in request["adapters"]]
         changed = StackConfig.model_validate({**config.model_dump(mode="json"), "adapters": wanted})
     except (OSError, KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        write_state(url, config, netns=netns, adapters_request=_request_id(), adapters_error=str(exc))
+        request_id = request.get("id") if isinstance(request, dict) else None
+        write_state(url, config, netns=netns, adapters_request=request_id, adapters_error=str(exc))
         console.print(f"[red]adapters request refused:[/] {exc}")
         return config
     names = ", ".join(changed.adapter_names) or "none"
@@ -65,13 +64,6 @@ def apply_adapter_request(cluster, config: StackConfig, url: str) -> StackConfig
     write_state(url, changed, netns=netns, adapters_request=request.get("id"))
     console.print(f"adapters now: {names}")
     return changed
-
-
-def _request_id() -> str | None:
-    try:
-        return json.loads(adapters_request_file().read_text()).get("id")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def request_adapters(state: dict, adapters: list[AdapterSpec], *, timeout_s: float) -> dict:
@@ -104,17 +96,9 @@ def probe(state: dict, name: str) -> str:
         return f"refused: HTTP {response.status_code}"
 
 
-def _inside_stack_netns(state: dict) -> int | None:
-    """Run this command again inside the stack's network namespace, if it has one."""
-    if state["netns"] and not in_loopback_netns():
-        os.environ["SERVEOUT_IN_LOOPBACK_NETNS"] = "1"
-        return subprocess.run(nsenter_prefix(state["pid"]) + python_argv("serving.cli", sys.argv[1:])).returncode
-    return None
-
-
 def cmd_list(_: argparse.Namespace) -> int:
     state = read_state()
-    if (code := _inside_stack_netns(state)) is not None:
+    if (code := rerun_in_stack_netns(state)) is not None:
         return code
     table = Table(title=f"LoRA adapters of {state['model']} at {state['url']}")
     for column in ("name", "path", "rank", "state"):
@@ -127,7 +111,7 @@ def cmd_list(_: argparse.Namespace) -> int:
 
 def cmd_add(args: argparse.Namespace, store: Callable[[], ModelStore]) -> int:
     state = read_state()
-    if (code := _inside_stack_netns(state)) is not None:
+    if (code := rerun_in_stack_netns(state)) is not None:
         return code
     if args.path is None:  # a recipe of the base model's spec, made at set-up
         models = store()
@@ -145,7 +129,7 @@ def cmd_add(args: argparse.Namespace, store: Callable[[], ModelStore]) -> int:
 
 def cmd_remove(args: argparse.Namespace) -> int:
     state = read_state()
-    if (code := _inside_stack_netns(state)) is not None:
+    if (code := rerun_in_stack_netns(state)) is not None:
         return code
     current = [AdapterSpec.model_validate(a) for a in state["adapters"]]
     if args.name not in {a.name for a in current}:

@@ -27,14 +27,14 @@ from rich.table import Table
 
 from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, read_stack_file
 from serving.config.model_spec import Dtype, ModelCatalog
-from serving.config.stack import ENGINE_KINDS, KeyLimits, NullBackend, RoutingPolicyName, StackConfig
+from serving.config.stack import ENGINE_KINDS, NullBackend, RoutingPolicyName, StackConfig
 from serving.errors import ConfigError, ServeoutError
 from serving.admission.api_keys import KeyEntry, read_keys_file
 from serving.cluster.drain_node import add_drain_command
 from serving.manifests import add_render_command
 from serving.model_store import ModelStore, models_dir
 from serving.adapters_cli import add_adapters_command, serve_adapter_requests
-from serving.run_state import read_state, state_file, write_state
+from serving.run_state import read_state, request_headers, rerun_in_stack_netns, state_file, write_state
 from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
 
 SMOKE_QUESTION = "What is the capital of France?"
@@ -211,13 +211,9 @@ def _interrupt(signum, frame) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     state = read_state()
-    if state["netns"] and not in_loopback_netns():
-        os.environ["SERVEOUT_IN_LOOPBACK_NETNS"] = "1"
-        argv = nsenter_prefix(state["pid"]) + python_argv("serving.cli", sys.argv[1:])
-        return subprocess.run(argv, env=os.environ).returncode
-    keys_file = None if state.get("metrics_public") else state.get("api_keys_file")
-    keys = read_keys_file(Path(keys_file), defaults=KeyLimits()) if keys_file else []
-    response = httpx.get(f"{state['url']}/status", headers=auth_headers(keys), timeout=10)
+    if (code := rerun_in_stack_netns(state)) is not None:
+        return code
+    response = httpx.get(f"{state['url']}/status", headers=request_headers(state, status=True), timeout=10)
     if response.status_code != 200:
         raise ServeoutError(f"GET /status answered {response.status_code}: {response.text[:200]}")
     status = response.json()

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv
 from serving.config.stack import StackConfig
 from serving.errors import ServeoutError
 from serving.model_store import default_home
@@ -51,11 +54,22 @@ def read_state() -> dict:
     return state
 
 
-def request_headers(state: dict) -> dict[str, str]:
-    """What a ``serving`` command sends to the running stack: its first API key, if any."""
+def request_headers(state: dict, *, status: bool = False) -> dict[str, str]:
+    """What a ``serving`` command sends to the running stack: its first API key, if any
+    (``status``: none for ``/status`` when the stack serves it without a key)."""
     from serving.admission.api_keys import read_keys_file
     from serving.config.stack import KeyLimits
 
-    keys_file = state.get("api_keys_file")
+    keys_file = None if status and state.get("metrics_public") else state.get("api_keys_file")
     keys = read_keys_file(Path(keys_file), defaults=KeyLimits()) if keys_file else []
     return {"Authorization": f"Bearer {keys[0].key}"} if keys else {}
+
+
+def rerun_in_stack_netns(state: dict) -> int | None:
+    """Run this ``serving`` command again inside the stack's network namespace (its exit
+    code), when the stack has one and this process is outside it; else None."""
+    if not state["netns"] or in_loopback_netns():
+        return None
+    os.environ["SERVEOUT_IN_LOOPBACK_NETNS"] = "1"
+    argv = nsenter_prefix(state["pid"]) + python_argv("serving.cli", sys.argv[1:])
+    return subprocess.run(argv, env=os.environ).returncode
