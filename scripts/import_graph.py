@@ -49,7 +49,7 @@ SERVING_LAYERS: tuple[tuple[str, ...], ...] = (
     #    ingress (direct), the HTTP app (api), the service every gateway replica runs
     ("serving.direct", "serving.api", "serving.gateway"),
     # 4: what builds, runs and renders them
-    ("serving.app_builder", "serving.cluster", "serving.manifests", "serving.cli", "serving.adapters_cli",
+    ("serving.app_builder", "serving.cluster", "serving.manifests", "serving.cli", "serving.adapters_cli", "serving.admin",
      "serving.run_state"),
 )
 """Layers of ``serving``'s folders (and top-level modules), lowest first."""

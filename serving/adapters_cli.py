@@ -1,99 +1,72 @@
 """``serving adapters list | add | remove``: change the LoRA adapters of the stack
-``serving up`` runs, without restarting it.
+``serving up`` runs, without restarting it, through its admin endpoint
+(:mod:`serving.admin.endpoint`, which ``serving up`` starts here:
+:func:`start_admin_api`).
 
-A command writes the adapters it wants served (``run_state.adapters_request_file``)
-and signals ``serving up`` (SIGUSR1), which redeploys the same stack with them: the
-adapters travel in the deployments' ``user_config``, so every engine replica (and one
-the autoscaler starts later) loads the new ones and drops the removed ones, and no
-engine restarts (docs/serving.md, "Many models on one endpoint"). The command then
-waits for the stack to record the change and asks each added adapter for one token,
-to say whether it serves or why it was refused.
+A change redeploys the same stack with the new adapters: they travel in the
+deployments' ``user_config``, so every engine replica (and one the autoscaler starts
+later) loads the new ones and drops the removed ones, and no engine restarts
+(docs/serving.md, "Many models on one endpoint").
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import signal
-import time
-import uuid
-from collections.abc import Callable
+from http.server import ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 from rich.console import Console
 from rich.table import Table
 
+from serving.admin.endpoint import AdminApi, serve_admin_api
+from serving.admin.adapter_control import AdapterControl, refusal
+from serving.admission.api_keys import KeyEntry, KeyRing
 from serving.cluster.netns import in_loopback_netns
-from serving.config.adapters import AdapterSpec
 from serving.config.stack import StackConfig
 from serving.errors import ServeoutError
 from serving.model_store import ModelStore
-from serving.run_state import adapters_request_file, read_state, request_headers, rerun_in_stack_netns, write_state
+from serving.run_state import read_state, request_headers, rerun_in_stack_netns, write_state
 
-ADAPTERS_SIGNAL = signal.SIGUSR1
 console = Console(stderr=True)
 
 
-def serve_adapter_requests(cluster, config: StackConfig, url: str) -> None:
-    """``serving up``'s wait: forever, redeploying with the requested adapters on each signal."""
-    pending: list[bool] = []
-    signal.signal(ADAPTERS_SIGNAL, lambda *_: pending.append(True))
-    while True:
-        time.sleep(0.5)
-        if pending:
-            pending.clear()
-            config = apply_adapter_request(cluster, config, url)
+def start_admin_api(cluster, config: StackConfig, url: str, keys: list[KeyEntry], store: ModelStore,
+                    port: int) -> ThreadingHTTPServer:
+    """``serving up``'s admin endpoint on the stack's host, ``port`` (0: a free one);
+    each change is recorded in the run state."""
+    unrestricted = next((k for k in keys if k.models is None), keys[0] if keys else None)
+    headers = {"Authorization": f"Bearer {unrestricted.key}"} if unrestricted else {}
+    admin_url: list[str] = []
+
+    def changed(now: StackConfig) -> None:
+        write_state(url, now, netns=in_loopback_netns(), admin_url=admin_url[0])
+        console.print(f"adapters now: {', '.join(now.adapter_names) or 'none'}")
+
+    control = AdapterControl(cluster, config, probe=lambda name: refusal(url, headers, name), on_change=changed,
+                             recipe=lambda name: store.adapters.spec(store.catalog.get(config.model.name), name))
+    server = serve_admin_api(AdminApi(control, KeyRing(keys).identify if keys else None), config.gateway.host, port)
+    admin_url.append(f"http://{config.gateway.host}:{server.server_address[1]}")
+    write_state(url, config, netns=in_loopback_netns(), admin_url=admin_url[0])
+    return server
 
 
-def apply_adapter_request(cluster, config: StackConfig, url: str) -> StackConfig:
-    """Redeploy ``config`` with the requested adapters; the config now served."""
-    netns, request = in_loopback_netns(), {}
-    try:
-        request = json.loads(adapters_request_file().read_text())
-        wanted = [AdapterSpec.model_validate(a).model_dump(mode="json") for a in request["adapters"]]
-        changed = StackConfig.model_validate({**config.model_dump(mode="json"), "adapters": wanted})
-    except (OSError, KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        request_id = request.get("id") if isinstance(request, dict) else None
-        write_state(url, config, netns=netns, adapters_request=request_id, adapters_error=str(exc))
-        console.print(f"[red]adapters request refused:[/] {exc}")
-        return config
-    names = ", ".join(changed.adapter_names) or "none"
-    with console.status(f"serving adapters: {names}"):
-        cluster.deploy(changed)
-    write_state(url, changed, netns=netns, adapters_request=request.get("id"))
-    console.print(f"adapters now: {names}")
-    return changed
-
-
-def request_adapters(state: dict, adapters: list[AdapterSpec], *, timeout_s: float) -> dict:
-    """Ask the running stack to serve ``adapters``; its record once it has (or refused)."""
-    request_id = uuid.uuid4().hex
-    path = adapters_request_file()
-    path.write_text(json.dumps({"id": request_id, "adapters": [a.model_dump(mode="json") for a in adapters]}))
-    os.kill(state["pid"], ADAPTERS_SIGNAL)
-    deadline = time.monotonic() + timeout_s
-    with console.status("waiting for the stack to apply the change"):
-        while time.monotonic() < deadline:
-            now = read_state()
-            if now.get("adapters_request") == request_id:
-                if now.get("adapters_error"):
-                    raise ServeoutError(f"the stack refused the change: {now['adapters_error']}")
-                return now
-            time.sleep(0.5)
-    raise ServeoutError(f"the stack did not apply the change within {timeout_s:g} s (see serving up's output)")
+def call_admin(state: dict, method: str, path: str, body: dict | None = None) -> dict:
+    """One admin endpoint call with the keys file's first admin key; its JSON answer."""
+    if not state.get("admin_url"):
+        raise ServeoutError("the running stack has no admin endpoint (restart it with this version of serving)")
+    response = httpx.request(method, f"{state['admin_url']}{path}", json=body, timeout=None,
+                             headers=request_headers(state, admin=True))
+    answer = response.json()
+    if response.status_code != 200:
+        raise ServeoutError(f"the stack refused: {answer['error']['message']}")
+    return answer
 
 
 def probe(state: dict, name: str) -> str:
     """``serving``, or why the stack does not serve adapter ``name`` (one token asked)."""
-    response = httpx.post(f"{state['url']}/v1/chat/completions", headers=request_headers(state), timeout=120,
-                          json={"model": name, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]})
-    if response.status_code == 200:
-        return "serving"
-    try:
-        return f"refused: {response.json()['error']['message']}"
-    except (ValueError, KeyError, TypeError):
-        return f"refused: HTTP {response.status_code}"
+    why = refusal(state["url"], request_headers(state), name)
+    return "serving" if why is None else f"refused: {why}"
 
 
 def cmd_list(_: argparse.Namespace) -> int:
@@ -103,44 +76,37 @@ def cmd_list(_: argparse.Namespace) -> int:
     table = Table(title=f"LoRA adapters of {state['model']} at {state['url']}")
     for column in ("name", "path", "rank", "state"):
         table.add_column(column, overflow="fold")
-    for adapter in state["adapters"]:
-        table.add_row(adapter["name"], adapter["path"], str(adapter.get("rank") or "-"), probe(state, adapter["name"]))
+    for adapter in call_admin(state, "GET", "/v1/lora_adapters")["data"]:
+        table.add_row(adapter["id"], adapter["path"], str(adapter.get("rank") or "-"), probe(state, adapter["id"]))
     Console().print(table)
     return 0
 
 
-def cmd_add(args: argparse.Namespace, store: Callable[[], ModelStore]) -> int:
+def cmd_add(args: argparse.Namespace) -> int:
     state = read_state()
     if (code := rerun_in_stack_netns(state)) is not None:
         return code
-    if args.path is None:  # a recipe of the base model's spec, made at set-up
-        models = store()
-        added = models.adapters.spec(models.catalog.get(state["model"]), args.name)
-    else:
-        added = AdapterSpec(name=args.name, path=args.path, rank=args.rank, description=args.description)
-    current = [AdapterSpec.model_validate(a) for a in state["adapters"]]
-    if not current:
+    if not state["adapters"]:
         console.print("LoRA was off: the engines restart with it on (once)")
-    request_adapters(state, [*(a for a in current if a.name != added.name), added], timeout_s=args.timeout_s)
-    verdict = probe(state, added.name)
-    console.print(f"{added.name}: {verdict}")
-    return 0 if verdict == "serving" else 1
+    path = str(Path(args.path).resolve()) if args.path else None  # serving up's working folder is not ours
+    body = {"lora_name": args.name, "lora_path": path, "rank": args.rank}
+    with console.status(f"loading {args.name} on every replica"):
+        call_admin(state, "POST", "/v1/load_lora_adapter", {k: v for k, v in body.items() if v is not None})
+    console.print(f"{args.name}: serving")
+    return 0
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
     state = read_state()
     if (code := rerun_in_stack_netns(state)) is not None:
         return code
-    current = [AdapterSpec.model_validate(a) for a in state["adapters"]]
-    if args.name not in {a.name for a in current}:
-        raise ServeoutError(f"{args.name!r} is not an adapter of the stack; it serves: "
-                            f"{', '.join(a.name for a in current) or 'none'}")
-    request_adapters(state, [a for a in current if a.name != args.name], timeout_s=args.timeout_s)
+    with console.status(f"removing {args.name}"):
+        call_admin(state, "POST", "/v1/unload_lora_adapter", {"lora_name": args.name})
     console.print(f"{args.name}: removed (its requests in flight finish; new ones get a 404)")
     return 0
 
 
-def add_adapters_command(sub: argparse._SubParsersAction, store: Callable[[], ModelStore]) -> None:
+def add_adapters_command(sub: argparse._SubParsersAction) -> None:
     """``serving adapters list | add | remove``."""
     adapters = sub.add_parser("adapters", help="the running stack's LoRA adapters (changed without a restart)")
     commands = adapters.add_subparsers(dest="adapters_command", required=True)
@@ -149,10 +115,7 @@ def add_adapters_command(sub: argparse._SubParsersAction, store: Callable[[], Mo
     add.add_argument("name", help="the model id requests will name")
     add.add_argument("--path", help="a PEFT LoRA folder (default: the spec's recipe NAME, made at set-up)")
     add.add_argument("--rank", type=int, help="its rank, checked against max_lora_rank before it loads")
-    add.add_argument("--description", default="")
-    add.set_defaults(func=lambda args: cmd_add(args, store))
+    add.set_defaults(func=cmd_add)
     remove = commands.add_parser("remove", help="stop serving an adapter")
     remove.add_argument("name")
     remove.set_defaults(func=cmd_remove)
-    for command in (add, remove):
-        command.add_argument("--timeout-s", type=float, default=600, help="how long to wait for the change")

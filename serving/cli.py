@@ -33,7 +33,7 @@ from serving.admission.api_keys import KeyEntry, read_keys_file
 from serving.cluster.drain_node import add_drain_command
 from serving.manifests import add_render_command
 from serving.model_store import ModelStore, models_dir
-from serving.adapters_cli import add_adapters_command, serve_adapter_requests
+from serving.adapters_cli import add_adapters_command, start_admin_api
 from serving.run_state import read_state, request_headers, rerun_in_stack_netns, state_file, write_state
 from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
 
@@ -184,7 +184,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                       f"{config.replicas.num_replicas} replica(s){null} at [bold]{url}/v1[/] "
                       f"(ready in {time.monotonic() - started:.0f} s)")
         console.print(describe_auth(config, keys, url))
-        write_state(url, config, netns=in_loopback_netns())
+        admin = start_admin_api(cluster, config, url, keys, store, args.admin_port)
         if args.smoke or args.exit_after_smoke:
             answer = smoke_request(url, config.model.name, auth_headers(keys))
             console.print(f"[bold]Q:[/] {SMOKE_QUESTION}\n[bold]A:[/] {answer}")
@@ -194,8 +194,11 @@ def cmd_up(args: argparse.Namespace) -> int:
             console.print(f"the stack runs in a loopback-only network namespace; reach it with "
                           f"`{' '.join(nsenter_prefix(os.getpid()))} curl {url}/v1/models` "
                           f"or `serving status`")
+        console.print(f"admin endpoint (LoRA adapters, {'an admin key' if keys else 'no key'}): "
+                      f"http://{config.gateway.host}:{admin.server_address[1]}/v1/load_lora_adapter")
         console.print("Ctrl-C (or `serving down`) stops it; `serving adapters add|remove` changes its adapters")
-        serve_adapter_requests(cluster, config, url)
+        while True:
+            time.sleep(3600)
     except KeyboardInterrupt:
         console.print("stopping")
         return 0
@@ -299,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--exit-after-smoke", action="store_true", help="stop after the smoke request")
     up.add_argument("--isolate-network", action="store_true",
                     help="run inside a loopback-only network namespace (needs root)")
+    up.add_argument("--admin-port", type=int, default=0, metavar="PORT",
+                    help="the admin endpoint's port (LoRA adapters; default: a free one, shown and recorded)")
     up.add_argument("--verbose", action="store_true", help="show replica logs")
     up.set_defaults(func=cmd_up)
 
@@ -318,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     prep.set_defaults(func=cmd_models_prepare)
     add_render_command(sub, models_dir=models_dir)
     add_drain_command(sub)
-    add_adapters_command(sub, _store)
+    add_adapters_command(sub)
     return parser
 
 

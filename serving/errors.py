@@ -63,6 +63,10 @@ class AuthenticationError(RequestError):
     """A missing or wrong API key (HTTP 401; the OpenAI SDK raises ``AuthenticationError``)."""
 
 
+class PermissionDeniedError(RequestError):
+    """A valid key that may not do this (HTTP 403; the SDK raises ``PermissionDeniedError``)."""
+
+
 class ModelNotFoundError(RequestError):
     """The requested model is not served here (HTTP 404)."""
 

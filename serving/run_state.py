@@ -1,7 +1,6 @@
 """What a running ``serving up`` records for the other ``serving`` commands
 (``status``, ``down``, ``exec``, ``adapters``): its PID, URL, network namespace, key
-file and the adapters it serves, in ``$SERVEOUT_HOME/run/serving.json``; and the file
-through which ``serving adapters`` asks it for another set of adapters."""
+file, admin endpoint and the adapters it serves, in ``$SERVEOUT_HOME/run/serving.json``."""
 
 from __future__ import annotations
 
@@ -21,22 +20,15 @@ def state_file() -> Path:
     return default_home() / "run" / "serving.json"
 
 
-def adapters_request_file() -> Path:
-    """The adapters ``serving adapters add|remove`` asks the running stack to serve."""
-    return default_home() / "run" / "adapters-request.json"
-
-
-def write_state(url: str, config: StackConfig, *, netns: bool, adapters_request: str | None = None,
-                adapters_error: str | None = None) -> None:
-    """Record the stack; ``adapters_request``: the id of the last adapters request handled
-    (``adapters_error``: why it was refused, the adapters then unchanged)."""
+def write_state(url: str, config: StackConfig, *, netns: bool, admin_url: str | None = None) -> None:
+    """Record the stack (``admin_url``: its admin endpoint)."""
     path = state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     keys_file = config.gateway.api_keys_file
     path.write_text(json.dumps({
         "pid": os.getpid(), "url": url, "app": config.app_name, "netns": netns, "model": config.model.name,
         "api_keys_file": str(keys_file) if keys_file else None, "metrics_public": config.gateway.metrics_public,
-        "adapters": [a.model_dump(mode="json") for a in config.adapters], "adapters_request": adapters_request, "adapters_error": adapters_error,
+        "adapters": [a.model_dump(mode="json") for a in config.adapters], "admin_url": admin_url,
     }))
 
 
@@ -54,14 +46,19 @@ def read_state() -> dict:
     return state
 
 
-def request_headers(state: dict, *, status: bool = False) -> dict[str, str]:
+def request_headers(state: dict, *, status: bool = False, admin: bool = False) -> dict[str, str]:
     """What a ``serving`` command sends to the running stack: its first API key, if any
-    (``status``: none for ``/status`` when the stack serves it without a key)."""
+    (``status``: none for ``/status`` when the stack serves it without a key; ``admin``:
+    the first admin key, and an error if keys are on and none is)."""
     from serving.admission.api_keys import read_keys_file
     from serving.config.stack import KeyLimits
 
     keys_file = None if status and state.get("metrics_public") else state.get("api_keys_file")
     keys = read_keys_file(Path(keys_file), defaults=KeyLimits()) if keys_file else []
+    if admin and keys:
+        keys = [k for k in keys if k.admin]
+        if not keys:
+            raise ServeoutError(f"no admin key in {keys_file}: add `admin` to a key's line (then restart the stack)")
     return {"Authorization": f"Bearer {keys[0].key}"} if keys else {}
 
 

@@ -6,12 +6,15 @@ One key per line; blank lines and ``#`` comments are skipped::
     alice:sk-alice-0123456789abcdef rpm=60 tpm=20000 concurrency=4
     batch sk-batch-0123456789abcdef concurrency=2 rpm=none
     clinic-app:sk-clinic-0123456789abcdef models=clinic,smollm2-135m-instruct
+    ops:sk-ops-0123456789abcdef admin
     sk-anonymous-0123456789abcdef
 
 A limit a line does not set comes from ``gateway.key_limits``; ``none`` lifts it.
 ``models=`` limits the key to those model ids (a base model or LoRA adapters): any
 other is a 404 "does not exist or you do not have access to it", as OpenAI answers,
 and ``/v1/models`` lists only those. Without it a key may call every model.
+``admin`` lets the key change the running stack's adapters (the admin endpoint,
+:mod:`serving.admin.endpoint`); no other key may.
 The name is what metrics and logs show (a key without one is named
 ``key-<first 8 hex digits of its sha256>``); the key itself is kept only as a
 sha256 digest, and a presented key is compared with every digest in constant time.
@@ -45,6 +48,7 @@ class Caller:
     name: str
     limits: KeyLimits = KeyLimits()
     models: frozenset[str] | None = None  # the model ids it may call (None: every one)
+    admin: bool = False  # may change the stack's adapters (the admin endpoint)
 
     def may_use(self, model: str) -> bool:
         return self.models is None or model in self.models
@@ -61,6 +65,7 @@ class KeyEntry:
     key: str = field(repr=False)
     limits: KeyLimits
     models: frozenset[str] | None = None
+    admin: bool = False
 
 
 def parse_keys(text: str, *, defaults: KeyLimits, source: str = "keys file") -> list[KeyEntry]:
@@ -102,8 +107,8 @@ def _parse_line(line: str, defaults: KeyLimits, where: str) -> KeyEntry:
         raise ConfigError(f"{where}: a key name must be 1-64 of A-Z a-z 0-9 _ . - "
                           f"(and not `{ANONYMOUS}`)")
     models = [o for o in rest if o.startswith("models=")]
-    limits = _limits([o for o in rest if not o.startswith("models=")], defaults, where)
-    return KeyEntry(name, key, limits, _models(models, where))
+    limits = _limits([o for o in rest if not o.startswith("models=") and o != "admin"], defaults, where)
+    return KeyEntry(name, key, limits, _models(models, where), admin="admin" in rest)
 
 
 def _models(options: list[str], where: str) -> frozenset[str] | None:
@@ -120,8 +125,8 @@ def _limits(options: list[str], defaults: KeyLimits, where: str) -> KeyLimits:
     for option in options:
         match = _OPTION.match(option)
         if match is None or match[1] not in _LIMITS:  # never echoed: it may be a key
-            raise ConfigError(f"{where}: after the key, only limits and models= may follow (valid: "
-                              f"{', '.join(f'{n}=N|none' for n in _LIMITS)}, models=ID,ID)")
+            raise ConfigError(f"{where}: after the key, only limits, models= and admin may follow (valid: "
+                              f"{', '.join(f'{n}=N|none' for n in _LIMITS)}, models=ID,ID, admin)")
         value = match[2]
         if value != "none" and not (value.isdigit() and int(value) >= 1):
             raise ConfigError(f"{where}: {match[1]} must be a whole number >= 1 or `none`")
@@ -158,7 +163,7 @@ class KeyRing:
     """The configured keys, as sha256 digests; tells which one a request presents."""
 
     def __init__(self, entries: Iterable[KeyEntry]) -> None:
-        self._keys = tuple((_digest(e.key), Caller(e.name, e.limits, e.models)) for e in entries)
+        self._keys = tuple((_digest(e.key), Caller(e.name, e.limits, e.models, e.admin)) for e in entries)
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -235,7 +235,7 @@ class ModelSpec(Strict):
         None, description="the model's shape (simulator); a random-init source supplies its own sizes"
     )
     adapters: tuple[AdapterRecipe, ...] = Field(
-        (), description="LoRA adapters made at set-up with the model; a stack serves them by default")
+        (), description="LoRA adapters made at set-up with the model; a stack serves those its config names (`adapters: all`: every one)")
 
     @field_validator("adapters")
     @classmethod

@@ -29,6 +29,7 @@ _TABLE: tuple[tuple[type[errors.RequestError], int, str, str | None], ...] = (
     (errors.ContextLengthExceededError, 400, "invalid_request_error", "context_length_exceeded"),
     (errors.InvalidRequestError, 400, "invalid_request_error", None),
     (errors.AuthenticationError, 401, "invalid_request_error", "invalid_api_key"),
+    (errors.PermissionDeniedError, 403, "invalid_request_error", "permission_denied"),
     (errors.ModelNotFoundError, 404, "invalid_request_error", "model_not_found"),
     (errors.RequestTooLargeError, 413, "invalid_request_error", "request_too_large"),
     (errors.RateLimitedError, 429, "rate_limit_error", "rate_limit_exceeded"),

@@ -1,7 +1,7 @@
 """LoRA adapters on the base model's replicas, for real: the two adapters made at set-up
 (peft, models/adapters/*.jsonl) on the vLLM CPU engine, called by name with the official
 OpenAI SDK; adapters changed at run time without an engine restart; a broken adapter
-refused by name while everything else keeps serving."""
+refused by name while everything else keeps serving; the admin endpoint over HTTP."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import openai
 import pytest
 from openai import OpenAI
 
+from serving.admin.endpoint import AdminApi, serve_admin_api
+from serving.admin.adapter_control import AdapterControl, refusal
 from tests.integration.settings import MODEL, PORT, replicas
 from tests.integration.test_faults import engine_pids
 
@@ -93,4 +95,35 @@ def test_adapters_change_at_run_time_and_a_broken_one_is_refused_by_name(lora_st
             greedy(client, "pharmacy")  # removed
         assert engine_pids(lora_stack.config.app_name) == before  # no engine restarted
     finally:
+        lora_stack.ensure(ADAPTED)
+
+
+def test_the_admin_endpoint_loads_and_unloads_adapters_on_every_replica(lora_stack, client, tmp_path):
+    before = engine_pids(lora_stack.config.app_name)
+    control = AdapterControl(lora_stack.cluster, lora_stack.config, probe=lambda n: refusal(lora_stack.url, {}, n),
+                             recipe=lambda n: lora_stack.store.adapters.spec(lora_stack.catalog.get(MODEL), n))
+    server = serve_admin_api(AdminApi(control, identify=None), "127.0.0.1", 0)
+    admin = f"http://127.0.0.1:{server.server_address[1]}"
+    clinic = lora_stack.config.adapters[0]
+    (tmp_path / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8, "use_dora": true}')
+    try:
+        loaded = httpx.post(f"{admin}/v1/load_lora_adapter", timeout=300,
+                            json={"lora_name": "clinic-v3", "lora_path": str(clinic.path)})
+        assert loaded.status_code == 200, loaded.text
+        assert loaded.json()["parent"] == MODEL
+        assert "clinic-v3" in {m.id for m in client.models.list().data}
+        for _ in range(4):  # whichever replica the router picks serves it
+            assert greedy(client, "clinic-v3").startswith("Clinic desk:")
+        refused = httpx.post(f"{admin}/v1/load_lora_adapter", timeout=60,
+                             json={"lora_name": "dora", "lora_path": str(tmp_path)})
+        assert refused.status_code == 400 and "DoRA" in refused.json()["error"]["message"]
+        gone = httpx.post(f"{admin}/v1/unload_lora_adapter", timeout=300, json={"lora_name": "clinic-v3"})
+        assert gone.status_code == 200, gone.text
+        with pytest.raises(openai.NotFoundError):
+            greedy(client, "clinic-v3")
+        assert greedy(client, "pharmacy")  # the others served throughout
+        assert engine_pids(lora_stack.config.app_name) == before  # no engine restarted
+    finally:
+        server.shutdown()
+        lora_stack.config = control.config
         lora_stack.ensure(ADAPTED)

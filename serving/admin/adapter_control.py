@@ -1,0 +1,122 @@
+"""The running stack's LoRA adapters, changed one request at a time (what the admin
+endpoint, :mod:`serving.admin.endpoint`, does).
+
+A change is checked before anything is deployed (the adapter folder against the base
+model and ``max_lora_rank``, the new set against the stack's rules), then the stack is
+redeployed with it: the adapters travel in the deployments' ``user_config``, so every
+engine replica, and one the autoscaler starts later, loads the new one and drops a
+removed one, and no engine restarts. An added adapter is then asked for one token; if
+the engines refuse it, the change is rolled back and the reason answered: the stack
+keeps serving everything else.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from serving.adapters.checks import check_adapter
+from serving.config.adapters import AdapterSpec
+from serving.config.stack import StackConfig
+from serving.errors import AdapterLoadError, ConfigError, InvalidRequestError, ModelNotFoundError
+
+PROBE_TIMEOUT_S = 120
+
+
+class AdapterControl:
+    """Loads and unloads the adapters of the stack ``cluster`` serves.
+
+    ``recipe(name)``: the prepared adapter of the model spec's recipe ``name`` (a load
+    without a path); ``probe(name)``: None when the stack answers ``name``, else why not
+    (:func:`refusal`); ``on_change``: told each config now served."""
+
+    def __init__(self, cluster, config: StackConfig, *, recipe: Callable[[str], AdapterSpec],
+                 probe: Callable[[str], str | None],
+                 on_change: Callable[[StackConfig], None] = lambda _: None) -> None:
+        self._cluster, self._config = cluster, config
+        self._recipe, self._probe, self._on_change = recipe, probe, on_change
+        self._lock = threading.Lock()  # one change at a time
+
+    @property
+    def config(self) -> StackConfig:
+        return self._config
+
+    def load(self, name: str, path: str | None = None, rank: int | None = None) -> AdapterSpec:
+        """Serve adapter ``name`` (from ``path``, else the spec's recipe); the adapter
+        served. Loading one already served from the same folder changes nothing."""
+        with self._lock:
+            adapter = self._adapter(name, path, rank)
+            served = {a.name: a for a in self._config.adapters}
+            if name in served:
+                if served[name].path == adapter.path:
+                    return served[name]
+                raise InvalidRequestError(f"adapter {name!r} is already served from {served[name].path}; "
+                                          "unload it first", param="lora_name")
+            if name == self._config.model.name:
+                raise InvalidRequestError(f"{name!r} is the base model's name", param="lora_name")
+            changed = self._with_adapters((*self._config.adapters, adapter))
+            self._check(changed, adapter)
+            previous = self._config
+            self._deploy(changed)
+            why = self._probe(name)
+            if why is not None:
+                self._deploy(previous)
+                raise InvalidRequestError(f"adapter {name!r} was refused by the engines: {why}",
+                                          param="lora_path")
+            return adapter
+
+    def unload(self, name: str) -> None:
+        """Stop serving adapter ``name``: its requests in flight finish, new ones get a 404."""
+        with self._lock:
+            if name not in self._config.adapter_names:
+                raise ModelNotFoundError(f"adapter {name!r} is not served; the stack serves "
+                                         f"{', '.join(self._config.adapter_names) or 'no adapter'}",
+                                         param="lora_name")
+            self._deploy(self._with_adapters(tuple(a for a in self._config.adapters if a.name != name)))
+
+    def _adapter(self, name: str, path: str | None, rank: int | None) -> AdapterSpec:
+        try:
+            if path is None:
+                return self._recipe(name)
+            return AdapterSpec(name=name, path=Path(path), rank=rank)
+        except (ConfigError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+            raise InvalidRequestError(str(exc), param="lora_path" if path else "lora_name") from None
+
+    def _with_adapters(self, adapters: tuple[AdapterSpec, ...]) -> StackConfig:
+        data = self._config.model_dump(mode="json")
+        try:
+            return StackConfig.model_validate({**data, "adapters": [a.model_dump(mode="json") for a in adapters]})
+        except ValueError as exc:
+            raise InvalidRequestError(str(exc), param="lora_name") from None
+
+    def _check(self, changed: StackConfig, adapter: AdapterSpec) -> None:
+        """The adapter folder, read here as the engines would (the files must be on
+        every node that runs an engine replica: on one box, they are)."""
+        lora = changed.engine_settings.lora
+        assert lora is not None  # on whenever adapters are served
+        try:
+            base_config = json.loads((changed.model_path / "config.json").read_text())
+            check_adapter(adapter, max_lora_rank=lora.max_lora_rank, base_config=base_config)
+        except AdapterLoadError as exc:
+            raise InvalidRequestError(str(exc), param="lora_path") from None
+
+    def _deploy(self, config: StackConfig) -> None:
+        self._cluster.deploy(config)
+        self._config = config
+        self._on_change(config)
+
+
+def refusal(url: str, headers: dict[str, str], model: str) -> str | None:
+    """None when the stack at ``url`` answers ``model`` one token, else why not."""
+    response = httpx.post(f"{url}/v1/chat/completions", headers=headers, timeout=PROBE_TIMEOUT_S,
+                          json={"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]})
+    if response.status_code == 200:
+        return None
+    try:
+        return response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code}"
