@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import sys
 import time
@@ -36,7 +37,7 @@ from rich.table import Table
 
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.model import stack_config
-from benchmarks.common.streaming_client import chat_body
+from benchmarks.common.streaming_client import chat_body, stream_one
 from loadtest.analysis.stats import percentile
 from serving.cluster.local import ClusterOptions, LocalCluster
 
@@ -60,15 +61,14 @@ def schedule(rate: float, duration_s: float, names: list[str], seed: int = 0) ->
 
 
 async def send(client: httpx.AsyncClient, url: str, body: dict) -> dict:
-    start = time.perf_counter()
-    ttft = None
-    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
-        replica = response.headers.get("x-serveout-replica", "?")
-        async for line in response.aiter_lines():
-            if ttft is None and line.startswith("data: ") and '"content"' in line:
-                ttft = time.perf_counter() - start
-    return {"status": response.status_code, "replica": replica, "ttft_s": ttft,
-            "e2e_s": time.perf_counter() - start, "model": body["model"]}
+    """One streamed request: its status, replica, TTFT and E2E (None when it failed)."""
+    try:
+        result = await stream_one(client, url, body)
+    except httpx.HTTPStatusError as exc:
+        return {"status": exc.response.status_code, "replica": "?", "ttft_s": None, "e2e_s": None,
+                "model": body["model"]}
+    ttft = None if math.isnan(result.ttft_s) else result.ttft_s
+    return {"status": 200, "replica": result.replica, "ttft_s": ttft, "e2e_s": result.e2e_s, "model": body["model"]}
 
 
 async def run_schedule(url: str, plan: list[tuple[float, dict]]) -> list[dict]:

@@ -45,12 +45,15 @@ REPO = Path(__file__).resolve().parents[1]
 console = Console() if sys.stdout.isatty() else Console(width=160)
 QUESTIONS = ("Can I take ibuprofen with my blood pressure pills?", "When is the clinic open on Saturday?",
              "How should I store insulin while travelling?", "I need to move my appointment to next week.")
-MIX_SHARES = (0.5, 0.3, 0.2)  # first adapter, second adapter, base model
+MIX_SHARES = tuple(round(1 / k / sum(1 / j for j in range(1, 6)), 3) for k in range(1, 6))  # Zipf s=1: 4 adapters, base
 CONCURRENCY, MIX_REQUESTS, OUTPUT_TOKENS = 8, 48, 64
 
 
 def adapter_config() -> StackConfig:
-    return stack_config({"adapters": "all", "gateway": {"mode": "direct"}})
+    """The stack's trained adapters, each also under a second name: four adapters."""
+    config = stack_config({"adapters": "all", "gateway": {"mode": "direct"}})
+    twins = tuple(a.model_copy(update={"name": f"{a.name}-b"}) for a in config.adapters)
+    return config.model_copy(update={"adapters": (*config.adapters, *twins)})
 
 
 def vllm_lora_args(config: StackConfig) -> list[str]:

@@ -26,6 +26,7 @@ class StreamResult:
     ttft_s: float
     e2e_s: float
     output_tokens: int
+    replica: str = "?"  # serveout's x-serveout-replica header (which replica served it)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ async def stream_one(client: httpx.AsyncClient, url: str, body: dict) -> StreamR
     tokens = 0
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
         response.raise_for_status()
+        replica = response.headers.get("x-serveout-replica", "?")
         async for line in response.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
@@ -53,7 +55,7 @@ async def stream_one(client: httpx.AsyncClient, url: str, body: dict) -> StreamR
             for choice in event.get("choices", []):
                 if choice.get("delta", {}).get("content") and ttft is None:
                     ttft = time.perf_counter() - start
-    return StreamResult(ttft or float("nan"), time.perf_counter() - start, tokens)
+    return StreamResult(ttft or float("nan"), time.perf_counter() - start, tokens, replica)
 
 
 def chat_body(model: str, prompt: str, output_tokens: int) -> dict:
