@@ -11,7 +11,10 @@ ingress (:data:`serving.cluster.local.DIRECT_INGRESS_ENV` in every Ray process).
 
 ``gateway.mode: separate``: ``engine`` behind ``gateway`` (the FastAPI ingress:
 ``gateway.replicas`` of them, or autoscaled on their own requests in flight; each runs
-its own copy of the request router), every token through the gateway.
+its own copy of the request router), every token through the gateway. Each further
+base model (``more_bases``) is one more engine deployment, ``engine-<name>``, with its
+own replicas, autoscaling and request router; the gateway sends a request to the
+deployment of the base its ``model`` names.
 
 Changing settings restarts no engine: the engine deployment's ``version`` is a hash of
 what its replicas are built from (:func:`engine_version`: the engine config and
@@ -39,7 +42,7 @@ from ray import serve
 from ray.serve import Application
 
 from serving.autoscaling.queue_depth import autoscaling_config
-from serving.config.stack import StackConfig
+from serving.config.stack import ENGINE_DEPLOYMENT, StackConfig
 from serving.engine.placement import engine_runtime_env, placement_bundles
 from serving.engine.replica import EngineReplica
 from serving.admission.bound import share_of
@@ -48,7 +51,6 @@ from serving.gateway.separate import Gateway
 from serving.direct.router import RouterIngress
 from serving.routing.serve_router import request_router_config
 
-ENGINE_DEPLOYMENT = "engine"
 GATEWAY_DEPLOYMENT = "gateway"
 ROUTER_DEPLOYMENT = "router"
 ON_THE_REPLICAS_LOOP = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0"}
@@ -103,16 +105,18 @@ def engine_stop_budget_s(config: StackConfig) -> float:
     return gateway_stop_budget_s(config) if config.gateway.mode == "direct" else config.drain.timeout_s
 
 
-def engine_deployment_options(config: StackConfig) -> dict:
+def engine_deployment_options(config: StackConfig, name: str = ENGINE_DEPLOYMENT) -> dict:
+    """The options of the engine deployment ``name`` of a one-base ``config`` (one of
+    :attr:`StackConfig.bases`)."""
     bundles = placement_bundles(config)
     options = dict(
-        name=ENGINE_DEPLOYMENT,
+        name=name,
         max_ongoing_requests=config.max_ongoing_per_replica,
         ray_actor_options={"num_cpus": bundles[0]["CPU"], "runtime_env": engine_runtime_env(config)},
         placement_group_bundles=bundles,
         placement_group_strategy="STRICT_PACK",
         request_router_config=request_router_config(
-            config.resolved_routing, deployment_label=f"{config.app_name}:{ENGINE_DEPLOYMENT}"
+            config.resolved_routing, deployment_label=f"{config.app_name}:{name}"
         ),
         health_check_period_s=10,
         health_check_timeout_s=60,
@@ -207,15 +211,12 @@ def build_app(config: StackConfig) -> Application:
         router = (_pinned(serve.deployment(RouterIngress).options(**router_deployment_options(config)), config)
                   .bind(engine, config.app_name))
         return engine._with_ingress_request_router(router)
-    engine = (
-        _pinned(serve.deployment(EngineReplica).options(**engine_deployment_options(config)), config)
-        .bind(config.engine_replica_config())
-    )
-    return (
-        serve.deployment(Gateway)
-        .options(**gateway_deployment_options(config))
-        .bind(config, engine, ENGINE_DEPLOYMENT)
-    )
+    engines = {
+        name: _pinned(serve.deployment(EngineReplica).options(**engine_deployment_options(base, name)), base)
+        .bind(base.engine_replica_config())
+        for name, base in zip(config.engine_deployments, config.bases)
+    }
+    return serve.deployment(Gateway).options(**gateway_deployment_options(config)).bind(config, engines)
 
 
 def app_from_args(args: dict) -> Application:

@@ -48,7 +48,7 @@ from loadtest.run.scraper import MetricsScraper
 from loadtest.run.tokencount import fill_token_counts
 from loadtest.units import format_seconds
 from loadtest.workloads.base import WorkloadContext, WorkloadPlan
-from loadtest.workloads.model_mix import assign_models
+from loadtest.workloads.model_mix import assign_models, check_named_models
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 
 STARTUP_GRACE_S = 60.0
@@ -104,7 +104,8 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
     try:
         with ProgressView(console, options.progress) as view:
             while (plan := config.profile.next_stage(history)) is not None:
-                result = _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options, shares)
+                result = _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options,
+                                    shares, listed)
                 results.append(result)
                 s = result.summary
                 history.append(
@@ -174,7 +175,8 @@ def check_replay(config: LoadTestConfig, plan: StagePlan) -> None:
                           f"{load.span_s:g} s: leave it out, or cut the trace with end=")  # fmt: skip
 
 
-def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options, shares) -> StageResult:
+def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options, shares,
+               listed) -> StageResult:
     check_replay(config, plan)
     folder = work / f"stage-{plan.index:02d}"
     folder.mkdir(parents=True)
@@ -184,6 +186,7 @@ def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, optio
     )
     workload_plan: WorkloadPlan = assign_models(config.workload.build(pool_size(config, plan, per_session), ctx),
                                                 shares, ctx.seed)  # fmt: skip
+    check_named_models(workload_plan, listed, config.target.url)
     job = GeneratorJob(
         config=config,
         stage=plan,

@@ -144,3 +144,15 @@ def assign_models(plan: WorkloadPlan, shares: dict[str, float] | None, seed: int
     for i, name in zip(free, names):
         sessions[i] = sessions[i].model_copy(update={"extra_body": {**(sessions[i].extra_body or {}), "model": name}})
     return plan.model_copy(update={"sessions": tuple(sessions)})
+
+
+def check_named_models(plan: WorkloadPlan, listed: Sequence[str] | None, target: str) -> None:
+    """:class:`TargetError` before any request when a session names a model (a prompt
+    file's ``model``) that ``target`` does not list; unchecked when it lists none."""
+    if listed is None:
+        return
+    named = {s.extra_body["model"] for s in plan.sessions if s.extra_body and "model" in s.extra_body}
+    unknown = sorted(str(name) for name in named if name not in listed)
+    if unknown:
+        raise TargetError(f"the workload names models {target} does not serve: {', '.join(map(repr, unknown))}; "
+                          f"it serves {list(listed)}")

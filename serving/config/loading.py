@@ -6,12 +6,16 @@ override, and ``dtype:`` overrides the spec's dtype. Example::
 
     model: smollm2-135m-instruct
     dtype: bfloat16           # the CPU spec says float32 (correct on every CPU)
+    tensor_parallel_size: 2   # the spec's own otherwise
     replicas: {num_replicas: 2}
     routing: {policy: prefix-affinity}
     engine: {max_num_seqs: 32}
     adapters: [clinic, pharmacy]   # recipes of the model spec, or {name, path, rank}
 
-``adapters: all`` serves every adapter recipe of the model spec.
+``adapters: all`` serves every adapter recipe of the model spec. ``more_bases:`` lists
+further base models, each a mapping of the same keys (``model``, ``engine``,
+``adapters``, ``dtype``, ``replicas``, ``autoscaling``, ...) and each its own engine
+deployment (``gateway.mode: separate``).
 """
 
 from __future__ import annotations
@@ -65,19 +69,35 @@ def build_stack_config(
     :meth:`AdapterStore.spec`).
     """
     data = dict(data)
+    more = data.pop("more_bases", None) or ()
+    if not isinstance(more, (list, tuple)) or not all(isinstance(entry, dict) for entry in more):
+        raise ConfigError("more_bases must be a list of mappings ({model, engine, replicas, adapters, ...})")
+    try:
+        resolved = [_base(dict(entry), catalog, resolve_path, resolve_adapter) for entry in more]
+        return StackConfig.model_validate(
+            {**_base(data, catalog, resolve_path, resolve_adapter, model_path), "more_bases": resolved}
+        )
+    except ValidationError as exc:
+        raise ConfigError(f"invalid stack config: {exc}") from exc
+
+
+SPEC_OVERRIDES = ("dtype", "tensor_parallel_size")
+"""Model spec fields a stack may override for its deployment."""
+
+
+def _base(data: dict[str, Any], catalog: ModelCatalog, resolve_path, resolve_adapter,
+          model_path: Path | None = None) -> dict[str, Any]:
+    """One base model's part of the config (its spec, weights, engine, adapters), taken
+    out of ``data``; what is left there (replicas, autoscaling, ...) stays."""
     name = data.pop("model", None) or DEFAULT_MODEL
     spec = catalog.get(name)
     engine = merge(spec.engine.model_dump(), data.pop("engine", None) or {})
     path = model_path or data.pop("model_path", None) or resolve_path(name)
     adapters = _adapters(data.pop("adapters", None) or (), spec, resolve_adapter)
-    try:
-        if (dtype := data.pop("dtype", None)) is not None:
-            spec = ModelSpec.model_validate({**spec.model_dump(), "dtype": dtype})
-        return StackConfig.model_validate(
-            {**data, "model": spec, "model_path": path, "engine": engine, "adapters": adapters}
-        )
-    except ValidationError as exc:
-        raise ConfigError(f"invalid stack config: {exc}") from exc
+    overrides = {key: data.pop(key) for key in SPEC_OVERRIDES if data.get(key) is not None}
+    if overrides:
+        spec = ModelSpec.model_validate({**spec.model_dump(), **overrides})
+    return {**data, "model": spec, "model_path": path, "engine": engine, "adapters": adapters}
 
 
 def _adapters(entries, spec: ModelSpec, resolve_adapter) -> list:

@@ -259,9 +259,29 @@ class EngineReplicaConfig(Strict):
     backend: EngineBackend = VllmBackend()
 
 
+ENGINE_DEPLOYMENT = "engine"
+"""The Serve deployment of the stack's first base model; a further base's is
+``engine-<its name>`` (:attr:`StackConfig.engine_deployments`)."""
+
+
+class BaseDeployment(Strict):
+    """A further base model of the stack (``more_bases``): its own engine deployment
+    (replicas, autoscaling, engine settings) and its own adapters, behind the same
+    endpoint; the request's ``model`` names it or one of its adapters. Routing, the
+    gateway and the drain are the stack's."""
+
+    model: ModelSpec
+    model_path: Path = Field(description="local folder with the model's weights and tokenizer")
+    adapters: tuple[AdapterSpec, ...] = ()
+    engine: EngineSettings | None = Field(None, description="None = the model spec's engine settings")
+    replicas: ReplicaSpec = ReplicaSpec()
+    autoscaling: AutoscalingSpec = AutoscalingSpec()
+
+
 class StackConfig(Strict):
-    """A whole deployment: one base model and its LoRA adapters, served by N engine
-    replicas behind the gateway."""
+    """A whole deployment: a base model and its LoRA adapters served by N engine
+    replicas behind the gateway, and optionally further bases (``more_bases``), each
+    its own engine deployment behind the same endpoint."""
 
     model: ModelSpec
     model_path: Path = Field(description="local folder with the model's weights and tokenizer")
@@ -277,6 +297,9 @@ class StackConfig(Strict):
     routing: RoutingSpec = RoutingSpec()
     gateway: GatewaySpec = GatewaySpec()
     drain: DrainSpec = DrainSpec()
+    more_bases: tuple[BaseDeployment, ...] = Field(
+        (), description="further base models, each with its own engine deployment and adapters, behind the "
+        "same endpoint (gateway.mode separate: a direct-mode app routes to one deployment)")
     app_name: str = "serveout"
 
     @field_validator("engine_backend", mode="before")
@@ -304,6 +327,37 @@ class StackConfig(Strict):
             raise ValueError("; ".join(problems))
         return self
 
+    @model_validator(mode="after")
+    def _more_bases(self) -> "StackConfig":
+        if not self.more_bases:
+            return self
+        if self.gateway.direct:
+            raise ValueError("more_bases needs gateway.mode separate: in the direct mode Serve's HAProxy "
+                             "ingress routes an app's requests to the replicas of one deployment")
+        names: set[str] = set()
+        for base in self.bases:  # each one validated as a one-base stack (its adapters, its LoRA)
+            if base._cores_follow_replica_count:
+                raise ValueError(f"base {base.model.name!r} runs on CPUs beside other bases: give it "
+                                 "replicas.cpus_per_rank (else each base takes the whole node's cores)")
+            for name in base.served_names:
+                if name in names:
+                    raise ValueError(f"model name {name!r} is served twice (as a base or an adapter)")
+                names.add(name)
+        return self
+
+    @property
+    def bases(self) -> tuple["StackConfig", ...]:
+        """Each base model as a one-base stack (the first is this stack's own): what one
+        engine deployment is built from, in :attr:`engine_deployments`' order."""
+        own = self.model_copy(update={"more_bases": ()}) if self.more_bases else self
+        shared = own.model_dump(exclude={"model", "model_path", "adapters", "engine", "replicas", "autoscaling"})
+        return (own, *(StackConfig.model_validate({**shared, **dict(base)}) for base in self.more_bases))
+
+    @property
+    def engine_deployments(self) -> tuple[str, ...]:
+        """The Serve deployment of each base, in :attr:`bases`' order."""
+        return (ENGINE_DEPLOYMENT, *(f"{ENGINE_DEPLOYMENT}-{base.model.name}" for base in self.more_bases))
+
     @property
     def engine_settings(self) -> EngineSettings:
         """The engine's settings; LoRA on with its defaults when adapters are served and
@@ -314,8 +368,9 @@ class StackConfig(Strict):
 
     @property
     def served_names(self) -> tuple[str, ...]:
-        """Every model id a request may name: the base, then its adapters."""
-        return (self.model.name, *self.adapter_names)
+        """Every model id a request may name: each base, then its adapters."""
+        own = (self.model.name, *self.adapter_names)
+        return own if not self.more_bases else tuple(n for base in self.bases for n in base.served_names)
 
     @property
     def adapter_names(self) -> tuple[str, ...]:

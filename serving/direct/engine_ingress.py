@@ -121,8 +121,8 @@ class EngineIngress(EngineReplica):
         self._stats_period_s = config.routing.stats_period_s
         if self._gateway is None:
             elsewhere = ServeHandleEngineClient(serve.get_deployment_handle(self._deployment, config.app_name))
-            self._gateway = GatewayCore(config, LocalEngineClient(self.generate, elsewhere),
-                                        engine_deployment=self._deployment, plans=self._plans)
+            self._gateway = GatewayCore(config, {self._deployment: LocalEngineClient(self.generate, elsewhere)},
+                                        plans=self._plans)
             self._app = self._gateway.http_app()
         else:
             self._gateway.reconfigure(config)

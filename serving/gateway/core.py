@@ -18,6 +18,7 @@ error is logged and counted).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from pathlib import Path
@@ -69,6 +70,10 @@ class KeysFile:
         return True
 
 
+def _scales_from_zero(base: StackConfig) -> bool:
+    return base.autoscaling.enabled and base.autoscaling.min_replicas == 0
+
+
 def _stamp(path: Path) -> tuple[float, int] | None:
     try:
         stat = path.stat()
@@ -82,8 +87,10 @@ class GatewayCore:
     watcher and the keys file check). ``plans`` is the replica's store of the router's
     plans (direct mode) or None."""
 
-    def __init__(self, config: StackConfig, engine: EngineClient, *, engine_deployment: str,
+    def __init__(self, config: StackConfig, engines: dict[str, EngineClient], *,
                  plans: HandoffStore | None = None) -> None:
+        """``engines``: a client per engine deployment, by name
+        (:attr:`StackConfig.engine_deployments`; the direct mode has one)."""
         self._config = config
         # prometheus_client's process registry: the request router (which Serve runs
         # inside this process) adds its collectors there too, so /metrics shows both.
@@ -94,31 +101,19 @@ class GatewayCore:
         context = serve.get_replica_context()
         self.replica_id = context.replica_id.unique_id
         # Until Serve's count arrives, assume the replicas the deployment starts with.
-        starting = config.gateway_replicas_at_start
-        self._admission = AdmissionController(
-            gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
-            active_window_s=gateway.fair_share_window_s, sharers=starting,
-        )
-        self._rate_limiter = KeyRateLimiter(sharers=starting)
-        self._watcher = ServeReplicaWatcher(
-            config.app_name, engine_deployment, gateway=context.deployment, on_update=self._publish_replicas
-        )
-        self._watcher.start()
+        self._starting = config.gateway_replicas_at_start
+        self._rate_limiter = KeyRateLimiter(sharers=self._starting)
         self._fleet = None  # one process at most: /metrics is its registry as it is
         if config.gateway_processes_at_most > 1:
             self._fleet = FleetMetrics(self._registry, self.replica_id, RayBoardChannel(config.app_name),
                                        shared=shared_views(gateway.direct))
             self._fleet.start()
-        self._served = ServedModel(
-            name=config.model.name,
-            max_model_len=config.model.max_model_len,
-            tokenizer=prompt_tokenizer(config),
-            engine=engine,
-            admission=self._admission,
-            replicas=lambda: self._watcher.counts,
-            scales_from_zero=config.autoscaling.enabled and config.autoscaling.min_replicas == 0,
-            supports_tools=config.model.tool_calling is not None,
-        )
+        # Each base: its engine deployment, admission bound, replica watcher (the first
+        # one also counts the gateway replicas that share the bounds).
+        self._bases = [self._served_base(base, engines[name], name, context.deployment if i == 0 else None)
+                       for i, (name, base) in enumerate(zip(config.engine_deployments, config.bases))]
+        self._admission = self._bases[0][0].admission  # the first base's: /status reports it
+        self._watcher = self._bases[0][1]
         self._service = GatewayService(
             self._served_models(config), self._metrics,
             request_timeout_s=gateway.request_timeout_s,
@@ -129,9 +124,32 @@ class GatewayCore:
         self._keys_task = (asyncio.get_running_loop().create_task(self._watch_keys_file())
                            if self._keys else None)
 
+    def _served_base(self, base: StackConfig, engine: EngineClient, deployment: str,
+                     gateway: str | None) -> tuple[ServedModel, ServeReplicaWatcher]:
+        """One base model (a one-base ``base``) behind ``deployment``, and its watcher."""
+        spec = base.gateway
+        admission = AdmissionController(spec.max_in_flight, retry_after_s=spec.retry_after_s,
+                                        active_window_s=spec.fair_share_window_s, sharers=self._starting)
+        watcher = ServeReplicaWatcher(base.app_name, deployment, gateway=gateway,
+                                      on_update=functools.partial(self._publish_replicas, base.model.name))
+        watcher.start()
+        served = ServedModel(
+            name=base.model.name,
+            max_model_len=base.model.max_model_len,
+            tokenizer=prompt_tokenizer(base),
+            engine=engine,
+            admission=admission,
+            replicas=lambda: watcher.counts,
+            scales_from_zero=_scales_from_zero(base),
+            supports_tools=base.model.tool_calling is not None,
+        )
+        return served, watcher
+
     def _served_models(self, config: StackConfig) -> list[ServedModel]:
-        """The base model, then each of its adapters (declared in the metrics at 0)."""
-        models = [self._served, *(self._served.with_adapter(a.name) for a in config.adapters)]
+        """Each base model, then its adapters (declared in the metrics at 0)."""
+        models = []
+        for (served, _), base in zip(self._bases, config.bases):
+            models += [served, *(served.with_adapter(a.name) for a in base.adapters)]
         for served in models:
             self._metrics.declare_model(served.name)
         return models
@@ -159,11 +177,12 @@ class GatewayCore:
         """Apply ``config``'s gateway settings to new requests. What the replica was built
         from (the model, the engine, the app's deployments) stays as it is."""
         gateway = config.gateway
-        self._admission.reconfigure(gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
-                                    active_window_s=gateway.fair_share_window_s)
+        for (served, _), base in zip(self._bases, config.bases):
+            served.admission.reconfigure(gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
+                                         active_window_s=gateway.fair_share_window_s)
+            served.scales_from_zero = _scales_from_zero(base)
         self._service.request_timeout_s = gateway.request_timeout_s
         self._service.log_prompts = gateway.log_prompts
-        self._served.scales_from_zero = config.autoscaling.enabled and config.autoscaling.min_replicas == 0
         self._service.set_models(self._served_models(config))  # the adapters, and their copy of the above
         if gateway.api_keys_file != self._config.gateway.api_keys_file or gateway.key_limits != self._config.gateway.key_limits:
             self._keys = KeysFile(gateway.api_keys_file, gateway) if gateway.api_keys_file else None
@@ -187,7 +206,8 @@ class GatewayCore:
     def _keys_changed(self) -> None:
         names = self._keys.ring.names if self._keys else (ANONYMOUS,)
         self._metrics.declare_keys(names)
-        self._admission.retain_keys(names)
+        for served, _ in self._bases:
+            served.admission.retain_keys(names)
 
     async def drain(self, timeout_s: float | None = None) -> dict:
         """See :meth:`serving.gateway.separate.Gateway.drain`."""
@@ -204,8 +224,8 @@ class GatewayCore:
         if self._fleet is not None:
             await self._fleet.close()
 
-    def _publish_replicas(self, engines: ReplicaCounts, sharers: ReplicaCounts) -> None:
-        gauge, model = self._metrics.replicas, self._config.model.name
+    def _publish_replicas(self, model: str, engines: ReplicaCounts, sharers: ReplicaCounts) -> None:
+        gauge = self._metrics.replicas
         gauge.labels(model, "ready").set(engines.ready)
         gauge.labels(model, "starting").set(engines.starting)
         gauge.labels(model, "desired").set(engines.desired)
@@ -215,7 +235,8 @@ class GatewayCore:
         # another one starts (a starting replica takes nothing yet, so the app admits a
         # little less meanwhile).
         if sharers.desired:
-            self._admission.set_sharers(sharers.desired)
+            for served, _ in self._bases:
+                served.admission.set_sharers(sharers.desired)
             self._rate_limiter.set_sharers(sharers.desired)
 
     def _status(self) -> dict:
@@ -238,4 +259,7 @@ class GatewayCore:
             "api_keys": len(self._keys.ring.names) if self._keys else None,
             "active_keys": self._admission.active_keys(),
             "fair_share": self._admission.fair_share(),
+            "bases": [{"model": served.name, "replicas": {"ready": watcher.counts.ready,
+                                                          "starting": watcher.counts.starting}}
+                      for served, watcher in self._bases],
         }

@@ -30,10 +30,10 @@ DRAIN_CALLS_PER_REPLICA = 8
 
 @serve.ingress()
 class Gateway:
-    """OpenAI-compatible front door for one model's engine deployment."""
+    """OpenAI-compatible front door for the stack's engine deployments (one per base model)."""
 
-    async def __init__(self, config: StackConfig, engine: DeploymentHandle, engine_name: str) -> None:
-        self._core = GatewayCore(config, ServeHandleEngineClient(engine), engine_deployment=engine_name)
+    async def __init__(self, config: StackConfig, engines: dict[str, DeploymentHandle]) -> None:
+        self._core = GatewayCore(config, {name: ServeHandleEngineClient(h) for name, h in engines.items()})
 
     def __serve_build_asgi_app__(self):
         return self._core.http_app()

@@ -74,8 +74,12 @@ def cluster_stack_config(model: str | None, stack_file: Path | None, target: Clu
         if gateways := sized_gateway_replicas(target):
             defaults = merge(defaults, {"gateway": {"replicas": gateways}})
     data = merge(defaults, data)
-    data.pop("model_path", None)  # the target's volume decides where weights live
-    return build_stack_config(data, catalog=catalog, model_path=target.weights.model_path(name))
+    data.pop("model_path", None)  # the target's volume decides where weights live (every base's)
+    for base in data.get("more_bases") or ():
+        if isinstance(base, dict):
+            base.pop("model_path", None)
+    return build_stack_config(data, catalog=catalog, model_path=target.weights.model_path(name),
+                              resolve_path=target.weights.model_path)
 
 
 def cmd_render(args: argparse.Namespace, *, models_dir: Callable[[], Path]) -> int:

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import re
 
-from serving.config.stack import StackConfig
+from serving.config.stack import ENGINE_DEPLOYMENT, StackConfig
 from serving.errors import ConfigError
 
-ENGINE_DEPLOYMENT = "engine"
-"""Serve deployment name of the engines (``serving.app_builder.ENGINE_DEPLOYMENT``;
-not imported from there because that module pulls in transformers: a unit test
-pins the two together)."""
 GATEWAY_DEPLOYMENT = "gateway"
 """Serve deployment name of the separate mode's gateways (``serving.app_builder.GATEWAY_DEPLOYMENT``)."""
 
@@ -41,13 +37,17 @@ label values capped at 63 characters), so the base name stays short."""
 PART_OF = "serveout"
 
 
+def dns_label(text: str) -> str:
+    """``text`` in lower case with every run of other characters than ``a-z0-9`` one ``-``."""
+    return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
+
+
 def resource_name(config: StackConfig) -> str:
     """The RayService name: ``<app_name>-<model name>`` as a DNS-1035 label.
 
     ``serveout`` + ``llama-3.3-70b-instruct`` -> ``serveout-llama-3-3-70b-instruct``.
     """
-    raw = f"{config.app_name}-{config.model.name}".lower()
-    name = re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]", "-", raw)).strip("-")
+    name = dns_label(f"{config.app_name}-{config.model.name}")
     if not name or not name[0].isalpha():
         name = f"so-{name}"
     if len(name) > MAX_NAME_LENGTH:

@@ -72,6 +72,7 @@ from serving.manifests.naming import (
     SERVE_PORT_NAME,
     common_labels,
     gateway_service_name,
+    dns_label,
     resource_name,
 )
 from serving.manifests.pods import gateway_pod_template, head_pod_template, worker_pod_template
@@ -89,12 +90,12 @@ HEAD_SERVICE_TYPE = "ClusterIP"
 
 def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
     """The RayService for ``config`` on ``target``; :class:`ConfigError` if it does not fit."""
-    plan = plan_workers(config, target)
+    plans = [(base, plan_workers(base, target)) for base in config.bases]
     gateways = plan_gateways(config, target)
     front = plan_front_end(config, target)
     cluster: dict = {
         "rayVersion": target.ray_version,
-        "enableInTreeAutoscaling": plan.autoscaling or bool(gateways and gateways.autoscaling),
+        "enableInTreeAutoscaling": any(plan.autoscaling for _, plan in plans) or bool(gateways and gateways.autoscaling),
         "authOptions": ray_auth_options(target),
         "headGroupSpec": {
             "serviceType": HEAD_SERVICE_TYPE,
@@ -109,15 +110,18 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
             },
             "template": head_pod_template(config, target, front),
         },
+        # One group per base model, sized for its engine replicas (the first is
+        # ``engines``, a further base's ``engines-<its name>``).
         "workerGroupSpecs": [
             {
-                "groupName": WORKER_GROUP,
+                "groupName": WORKER_GROUP if i == 0 else f"{WORKER_GROUP}-{dns_label(base.model.name)}",
                 "replicas": plan.initial_pods,
                 "minReplicas": plan.min_pods,
                 "maxReplicas": plan.max_pods,
                 "rayStartParams": {"metrics-export-port": str(METRICS_PORT)},
-                "template": worker_pod_template(config, target, plan, front),
+                "template": worker_pod_template(base, target, plan, front),
             }
+            for i, (base, plan) in enumerate(plans)
         ],
     }
     if gateways:

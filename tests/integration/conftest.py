@@ -71,7 +71,7 @@ def pytest_collection_modifyitems(items):
         # 2 -> 1 replica under load, 1 -> 2 -> 1 autoscaled, then the drain of the last one:
         "test_drain::test_scaling_down_under_load_loses_no_stream", "test_autoscaling", "test_drain",
         # other engines:
-        "test_adapters", "test_gateway_scale_out", "test_tensor_parallel", "test_sweep",
+        "test_adapters", "test_more_bases", "test_gateway_scale_out", "test_tensor_parallel", "test_sweep",
     ])}
 
     def place(item) -> int:

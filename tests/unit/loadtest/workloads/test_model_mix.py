@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from loadtest.cli import EXIT_USAGE, main
 from loadtest.errors import ConfigError, TargetError
 from loadtest.workloads.base import Session, Turn, WorkloadPlan
-from loadtest.workloads.model_mix import ModelMix, assign_models, parse_model_mix, quotas
+from loadtest.workloads.model_mix import ModelMix, assign_models, check_named_models, parse_model_mix, quotas
 
 LISTED = ["base", "clinic", "pharmacy", "dental"]  # as /v1/models lists them: the base first
 
@@ -140,3 +140,11 @@ def test_without_a_mix_the_plan_is_untouched():
     plan = plan_of(5)
     assert assign_models(plan, None, seed=0) is plan
     assert assign_models(plan, {"clinic": 1.0}, seed=0).model_dump_json().count('"model":"clinic"') == 5
+
+
+def test_a_model_named_by_the_prompt_file_must_be_served():
+    plan = plan_of(8, {i: "dental" for i in range(0, 8, 2)})
+    with pytest.raises(TargetError, match=r"does not serve: 'dental'; it serves \['base', 'clinic'\]"):
+        check_named_models(plan, ["base", "clinic"], "http://t")
+    check_named_models(plan, ["base", "dental"], "http://t")  # served: no error
+    check_named_models(plan, None, "http://t")  # the target lists none: unchecked

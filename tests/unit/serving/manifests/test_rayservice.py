@@ -354,3 +354,16 @@ def test_without_a_cpu_pool_label_the_head_keeps_off_gpu_nodes(h200):
             "nodeSelectorTerms"]
         assert term["matchExpressions"] == [
             {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}]
+
+
+def test_each_base_model_gets_its_own_engine_group_sized_for_it(h200):
+    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200, gateway={"mode": "separate"},
+                            more_bases=[{"model": "llama-3.1-8b-instruct", "replicas": {"num_replicas": 3},
+                                         "model_path": str(h200.weights.model_path("llama-3.1-8b-instruct"))}])
+    groups = _groups(render_rayservice(config, h200))
+    big, small = groups["engines"], groups["engines-llama-3-1-8b-instruct"]
+    assert (big["replicas"], small["replicas"]) == (2, 3)
+    gpus = [_containers(g["template"])[0]["resources"]["limits"][GPU] for g in (big, small)]
+    assert gpus == [str(config.model.tensor_parallel_size), str(config.bases[1].model.tensor_parallel_size)]
+    served = _serve_config(render_rayservice(config, h200))["applications"][0]["args"]
+    assert [b["model"]["name"] for b in served["more_bases"]] == ["llama-3.1-8b-instruct"]
