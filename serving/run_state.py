@@ -51,7 +51,7 @@ def request_headers(state: dict, *, status: bool = False, admin: bool = False) -
     (``status``: none for ``/status`` when the stack serves it without a key; ``admin``:
     the first admin key, and an error if keys are on and none is)."""
     from serving.admission.api_keys import read_keys_file
-    from serving.config.stack import KeyLimits
+    from serving.config.gateway import KeyLimits
 
     keys_file = None if status and state.get("metrics_public") else state.get("api_keys_file")
     keys = read_keys_file(Path(keys_file), defaults=KeyLimits()) if keys_file else []

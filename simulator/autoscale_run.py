@@ -33,7 +33,8 @@ from loadtest.config import LoadTestConfig
 from loadtest.profiles import DailyCycle, OpenLoad, RateTrace
 from loadtest.profiles.rate_curve import rate_at
 from serving.config.loading import read_stack_file
-from serving.config.stack import AutoscalingSpec, GatewaySpec, RoutingPolicyName, RoutingSpec
+from serving.config.gateway import GatewaySpec
+from serving.config.stack import AutoscalingSpec, RoutingPolicyName, RoutingSpec
 from serving.errors import ConfigError as ServingConfigError
 from simulator.config import SimulationConfig
 from simulator.errors import SimulationConfigError

@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving.config.model_spec import EngineSettings
-from serving.config.stack import AutoscalingSpec, GatewaySpec, RoutingSpec
+from serving.config.gateway import GatewaySpec
+from serving.config.stack import AutoscalingSpec, RoutingSpec
 
 REPO = Path(__file__).resolve().parents[1]
 

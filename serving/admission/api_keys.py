@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serving.config.stack import KeyLimits
+from serving.config.gateway import KeyLimits
 from serving.errors import AuthenticationError, ConfigError
 
 ANONYMOUS = "anonymous"  # the caller's name when no keys are configured

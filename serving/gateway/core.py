@@ -26,7 +26,9 @@ from pathlib import Path
 from prometheus_client import REGISTRY
 from ray import serve
 
-from serving.config.stack import GatewaySpec, StackConfig
+from serving.config.gateway import GatewaySpec
+
+from serving.config.stack import StackConfig
 from serving.errors import ConfigError
 from serving.admission.bound import AdmissionController
 from serving.admission.api_keys import ANONYMOUS, KeyRing, read_keys_file

@@ -29,7 +29,8 @@ from pydantic import ValidationError
 
 from serving.config.loading import DEFAULT_MODEL, build_stack_config, merge, read_stack_file
 from serving.config.model_spec import ModelCatalog
-from serving.config.stack import GatewaySpec, StackConfig
+from serving.config.gateway import GatewaySpec
+from serving.config.stack import StackConfig
 from serving.errors import ConfigError
 from serving.manifests.access import DEFAULT_KEYS_FILE
 from serving.manifests.naming import GATEWAY_RESOURCE

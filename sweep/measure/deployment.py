@@ -10,7 +10,8 @@ from pathlib import Path
 from pydantic import PositiveInt
 
 from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelCatalog, ModelSpec
-from serving.config.stack import GatewaySpec, ReplicaSpec, StackConfig
+from serving.config.gateway import GatewaySpec
+from serving.config.stack import ReplicaSpec, StackConfig
 from simulator.config import SimulationConfig
 from sweep.spec.space import DeploymentCandidate
 from sweep.spec.sweep_spec import SweepSpec

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from serving.app_builder import gateway_deployment_options
-from serving.config.stack import GatewaySpec
+from serving.config.gateway import GatewaySpec
 from serving.errors import ConfigError
 from tests.unit.serving.config.test_engine_backend import from_cli
 

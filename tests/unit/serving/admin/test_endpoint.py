@@ -15,7 +15,7 @@ from serving.admin.adapter_control import AdapterControl
 from serving.admission.api_keys import KeyRing, parse_keys
 from serving.config.loading import build_stack_config
 from serving.config.model_spec import ModelCatalog
-from serving.config.stack import KeyLimits
+from serving.config.gateway import KeyLimits
 from serving.errors import ConfigError, ServeoutError
 from serving.run_state import request_headers
 from tests.unit.serving.adapters.peft_folders import BASE, adapter

@@ -5,7 +5,7 @@ import hmac
 
 import pytest
 
-from serving.config.stack import KeyLimits
+from serving.config.gateway import KeyLimits
 from serving.errors import AuthenticationError, ConfigError
 from serving.admission import api_keys
 from serving.admission.api_keys import KeyRing, bearer_token, parse_keys

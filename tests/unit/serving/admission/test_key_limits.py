@@ -2,7 +2,7 @@
 
 import pytest
 
-from serving.config.stack import KeyLimits
+from serving.config.gateway import KeyLimits
 from serving.errors import InvalidRequestError, RateLimitedError
 from serving.admission.api_keys import Caller
 from serving.admission.key_limits import KeyRateLimiter

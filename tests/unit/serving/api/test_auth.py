@@ -6,7 +6,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from serving.config.stack import KeyLimits
+from serving.config.gateway import KeyLimits
 from serving.admission.api_keys import KeyRing, parse_keys
 from serving.api.app import build_http_app
 from tests.unit.serving.gateway.test_service import MODEL, FakeEngineClient, service

@@ -4,7 +4,8 @@ import pytest
 
 from serving.config.loading import build_stack_config, merge
 from serving.config.model_spec import Dtype, ModelCatalog
-from serving.config.stack import KeyLimits, RoutingPolicyName
+from serving.config.gateway import KeyLimits
+from serving.config.stack import RoutingPolicyName
 from serving.errors import ConfigError
 from tests.paths import MODELS  # noqa: E402
 

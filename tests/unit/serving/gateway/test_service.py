@@ -6,7 +6,7 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from serving.config.stack import KeyLimits
+from serving.config.gateway import KeyLimits
 from serving.engine.protocol import GenerationChunk, GenerationDelta
 from serving.errors import (
     DeadlineExceededError,

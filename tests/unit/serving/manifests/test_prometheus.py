@@ -177,7 +177,7 @@ def test_ray_nodes_need_no_credentials(config, target):
 
 def _refusals() -> list[Exception]:
     """One refusal of each kind, from the gateway's real admission and rate-limit code."""
-    from serving.config.stack import KeyLimits
+    from serving.config.gateway import KeyLimits
     from serving.errors import OverloadedError
     from serving.admission.bound import AdmissionController
     from serving.admission.api_keys import Caller
