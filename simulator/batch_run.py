@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.replica import Replica, Seq
+from simulator.replica import Replica
+from simulator.sequence import Seq
 from simulator.step_time import StepShape, StepTimeModel, predict
 
 

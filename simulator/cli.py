@@ -93,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="KV cache element type (default: %(default)s, the model's dtype)")
     run.add_argument("--session-header", action="store_true",
                      help="requests carry their session id (for the session policy)")
+    run.add_argument("--adapters", type=_adapter_names, default=(), metavar="N|NAME,...",
+                     help="LoRA adapters of the model: a count N (adapter-1 ... adapter-N) or names; requests "
+                          "name them through --model-mix")
+    run.add_argument("--max-loras", type=int, default=None,
+                     help="adapter slots per engine batch (default: the spec's, else 2)")
+    run.add_argument("--adapter-slots", choices=["on", "off"], default="on",
+                     help="the router ranks first the replicas that can batch the request's adapter now "
+                          "(default: %(default)s, as serving)")
+    run.add_argument("--max-cpu-loras", type=int, default=None,
+                     help="adapters each replica keeps in host memory (default: the spec's, else max(max_loras, 16))")
     run.add_argument("--models-dir", type=Path, default=REPO / "models")
 
     calibrate = sub.add_parser("calibrate", help="fit a hardware profile's efficiencies to measured step times")
@@ -130,6 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _adapter_names(text: str) -> tuple[str, ...]:
+    from simulator.lora import numbered_adapters
+
+    if text.strip().isdigit():
+        return numbered_adapters(int(text))
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def _static_counts(text: str) -> tuple[int, ...]:
     parts = [p.strip() for p in text.split(",")]
     if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
@@ -140,17 +158,22 @@ def _static_counts(text: str) -> tuple[int, ...]:
 def simulation_config(args: argparse.Namespace) -> SimulationConfig:
     from pydantic import ValidationError
 
-    from serving.config.model_spec import ModelCatalog
+    from serving.config.model_spec import LoraSettings, ModelCatalog
     from serving.config.stack import AutoscalingSpec, RoutingSpec
     from serving.errors import ConfigError as ServingConfigError
     from serving.routing import parse_policy_name
 
     try:
         policy = parse_policy_name(args.routing)
+        routing = RoutingSpec(policy=policy, adapter_slots=getattr(args, "adapter_slots", "on") == "on")
         engine = None
-        if args.max_num_seqs is not None:
+        updates = {"max_num_seqs": args.max_num_seqs} if args.max_num_seqs is not None else {}
+        lora = {k: v for k in ("max_loras", "max_cpu_loras") if (v := getattr(args, k, None)) is not None}
+        if updates or lora:
             spec = ModelCatalog(args.models_dir).get(args.model)
-            engine = spec.engine.model_copy(update={"max_num_seqs": args.max_num_seqs})
+            if lora:
+                updates["lora"] = LoraSettings.model_validate((spec.engine.lora or LoraSettings()).model_dump() | lora)
+            engine = spec.engine.model_copy(update=updates)
         autoscaling = AutoscalingSpec()
         if args.autoscale is not None:
             low, high = args.autoscale
@@ -158,10 +181,10 @@ def simulation_config(args: argparse.Namespace) -> SimulationConfig:
         extra = {"max_in_flight": args.max_in_flight} if args.max_in_flight else {}
         return SimulationConfig(
             hardware=args.hardware, model=args.model, replicas=args.replicas, tensor_parallel=args.tensor_parallel,
-            routing=RoutingSpec(policy=policy), autoscaling=autoscaling, engine=engine,
+            routing=routing, autoscaling=autoscaling, engine=engine,
             replica_start_s=args.replica_start, send_session_id=args.session_header, models_dir=args.models_dir,
             quantization=getattr(args, "quantization", None), kv_cache_dtype=getattr(args, "kv_cache_dtype", "auto"),
-            **extra)
+            adapters=getattr(args, "adapters", ()), **extra)
     except ServingConfigError as exc:
         raise SimulationConfigError(str(exc)) from None
     except ValidationError as exc:
@@ -207,6 +230,9 @@ def cmd_run(args: argparse.Namespace, rest: list[str], console: Console) -> int:
     figures = result.stages[result.summary.headline_stage]
     console.print(f"simulated in {result.wall_s:.1f} s; {figures.gpu_hours:.2f} GPU-hours; "
                   f"{figures.preemptions} preemptions; results: {out}")
+    if (lora := figures.adapters) is not None:
+        console.print(f"adapters: {lora.loads} loads, {lora.evictions} evictions, {lora.activations} activations, "
+                      f"{lora.slot_skips} slot skips, {lora.stall_s:.2f} s of steps stalled loading them")
     return ExitCode.SLO_MISSED if result.summary.passed is False else ExitCode.OK
 
 

@@ -32,6 +32,7 @@ from loadtest.analysis.records import ErrorKind
 from loadtest.client.openai_api import MAX_RETRY_AFTER_S
 from loadtest.config import LoadTestConfig
 from loadtest.profiles import OpenLoad, StagePlan
+from serving.engine.protocol import EngineStats
 from serving.errors import OverloadedError
 from serving.admission.bound import AdmissionController
 from serving.routing import RoutingRequest, build_policy
@@ -40,23 +41,26 @@ from serving.routing.metrics import RoutingMetrics
 from serving.routing.prefix_index import block_hashes
 from simulator.autoscaler import ServeAutoscaler
 from simulator.config import SimulationConfig
+from simulator.lora import AdapterCounters
 from simulator.replica_setup import ReplicaSetup
-from simulator.replica import Replica, Seq
+from simulator.replica import Replica
+from simulator.sequence import Seq
 from simulator.token_gaps import TokenGaps
 from simulator.traffic import StageTraffic
 
 TURN, ARRIVAL, STEP, TICK, READY, ANSWERED = range(6)  # ANSWERED: the client has read an answer's end
 
 
-
 class Flight:
     """A request from its start to its end."""
 
-    __slots__ = ("rid", "user", "session", "turn", "scheduled", "start", "prompt", "out_len", "ticket", "host")
+    __slots__ = ("rid", "user", "session", "turn", "scheduled", "start", "prompt", "out_len", "adapter", "ticket",
+                 "host")
 
-    def __init__(self, rid, user, session, turn, scheduled, start, prompt, out_len) -> None:
+    def __init__(self, rid, user, session, turn, scheduled, start, prompt, out_len, adapter=None) -> None:
         self.rid, self.user, self.session, self.turn = rid, user, session, turn
         self.scheduled, self.start, self.prompt, self.out_len = scheduled, start, prompt, out_len
+        self.adapter = adapter  # the LoRA adapter the request names (None: the base model)
         self.ticket = self.host = None
 
 
@@ -85,6 +89,7 @@ class StageRun:
     preemptions: int = 0
     session_wraps: int = 0
     end_s: float = 0.0
+    adapters: AdapterCounters = field(default_factory=AdapterCounters)  # every replica's, summed
 
 
 class ClusterSim:
@@ -101,7 +106,8 @@ class ClusterSim:
         self._path_rng = random.Random(seed + 1)  # each request's serving path (users drift apart, as real ones)
         self._path_mean = setup.hardware.serving_path_s
         self._path_sigma = setup.hardware.path_sigma
-        self.core = RoutingCore(build_policy(sim.routing, rng=rng), RoutingMetrics("engine"), rng=rng)
+        self.core = RoutingCore(build_policy(sim.routing, rng=rng), RoutingMetrics("engine"), rng=rng,
+                                adapter_slots=sim.routing.adapter_slots)
         self.admission = AdmissionController(sim.max_in_flight, clock=lambda: self.now)
         self.autoscaler = ServeAutoscaler(sim.autoscaling) if sim.autoscaling.enabled else None
         self.hosts: list[Host] = []
@@ -163,6 +169,8 @@ class ClusterSim:
         for host in self.hosts:
             self.out.replica_seconds += (host.stopped if host.stopped is not None else self.now) - host.started
             self.out.preemptions += host.replica.preemptions
+            if host.replica.adapters is not None:
+                self.out.adapters.add(host.replica.adapters.counters)
         self.out.session_wraps = self.traffic.wraps
         return self.out
 
@@ -206,7 +214,9 @@ class ClusterSim:
             session = self.traffic.next_session()
         prompt = self.traffic.prompt(session, turn)
         out_len = self.traffic.sessions[session].max_tokens[turn]
-        flight = Flight(self.issued, user, session, turn, scheduled, self.now, prompt, out_len)
+        model = self.traffic.sessions[session].model
+        adapter = model if model is not None and model in self.setup.adapters else None
+        flight = Flight(self.issued, user, session, turn, scheduled, self.now, prompt, out_len, adapter)
         self.issued += 1
         # As in the direct mode (the default): the router plans a request (its context
         # check included) before the replica admits it. (The separate mode's gateway
@@ -231,7 +241,7 @@ class ClusterSim:
     # --- gateway and router ---------------------------------------------------------------
     def _request(self, f: Flight) -> RoutingRequest:
         session_id = f"session-{f.user}-{f.session}" if self.sim.send_session_id else None
-        return RoutingRequest(str(f.rid), f.prompt, session_id)
+        return RoutingRequest(str(f.rid), f.prompt, session_id, f.adapter)
 
     def _route(self, f: Flight) -> None:
         live = {h.id: h for h in self.hosts if h.live}
@@ -256,8 +266,8 @@ class ClusterSim:
         key = (f.session, f.turn)
         hashes = self._hashes.get(key)
         if hashes is None:
-            hashes = self._hashes[key] = block_hashes(f.prompt, host.replica.unit_tokens)
-        seq = Seq(f.rid, len(f.prompt), f.out_len, hashes)
+            hashes = self._hashes[key] = block_hashes(f.prompt, host.replica.unit_tokens, f.adapter)
+        seq = Seq(f.rid, len(f.prompt), f.out_len, hashes, self.setup.adapter_id(f.adapter))
         host.flights[f.rid] = (f, seq)
         f.host = host
         host.replica.add(seq)
@@ -362,7 +372,8 @@ class ClusterSim:
 
     def _sync_router(self) -> None:
         live = [h for h in self.hosts if h.live]
-        self.core.update_replicas({h.id: None for h in live})
+        slots = self.setup.lora.max_loras if self.setup.lora is not None else 0  # the router's slot-aware ranking
+        self.core.update_replicas({h.id: EngineStats(h.id, adapter_slots=slots) if slots else None for h in live})
         self.out.replica_timeline.append((self.now, len(live)))
 
     def _on_tick(self, _payload) -> None:

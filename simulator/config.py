@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from serving.config.model_spec import EngineSettings
 from serving.config.gateway import GatewaySpec
@@ -37,7 +37,22 @@ class SimulationConfig(BaseModel):
     kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="fp8: one byte per KV element")
     send_session_id: bool = Field(
         False, description="requests carry their session id (`loadtest run` sends none today)")
+    adapters: tuple[str, ...] = Field(
+        (), description="LoRA adapters of the model, by the names requests use (a model mix's); their engine "
+                        "settings: engine.lora (else vLLM's defaults)")
     models_dir: Path = REPO / "models"
+
+    @model_validator(mode="after")
+    def _names_once(self) -> SimulationConfig:
+        twice = sorted({n for n in self.served if self.served.count(n) > 1})
+        if twice:
+            raise ValueError(f"model ids served twice (the model and its adapters): {twice}")
+        return self
+
+    @property
+    def served(self) -> tuple[str, ...]:
+        """The model ids the simulated endpoint lists: the model, then its adapters."""
+        return (self.model, *self.adapters)
 
     @property
     def label(self) -> str:
@@ -46,4 +61,5 @@ class SimulationConfig(BaseModel):
         tp = f" TP{self.tensor_parallel}" if self.tensor_parallel else ""
         tp += " fp8" if self.quantization else ""
         tp += " fp8-KV" if self.kv_cache_dtype == "fp8" else ""
+        tp += f" + {len(self.adapters)} adapter(s)" if self.adapters else ""
         return f"simulated {self.model} on {self.hardware}: {scale} replica(s){tp}, {self.routing.policy}"

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulator.errors import SimulationConfigError
+from simulator.lora import LoraCosts
 
 HARDWARE_DIR = Path(__file__).resolve().parent / "hardware"
 DEFAULT_PATH_SIGMA = 0.25  # assumed: the spread of one request's serving path around its mean (docs/simulator.md)
@@ -80,6 +81,26 @@ class Efficiencies(_Strict):
         return self.allreduce_latency_per_rank_us.value if self.allreduce_latency_per_rank_us else 0.0
 
 
+class LoraFigures(_Strict):
+    """What LoRA adapters cost on this hardware (:mod:`simulator.lora`): an adapter's
+    load is ``load_ms`` plus its bytes over ``disk_gbps``, its activation ``activate_ms``
+    plus its bytes over ``host_to_slot_gbps`` (no bandwidth: the fixed figure alone)."""
+
+    step_factor: Figure = Field(description="a step whose batch holds an adapter's sequence takes this many "
+                                            "times the base model's")
+    load_ms: Figure = Field(description="reading one adapter from disk into the host cache: the fixed part")
+    disk_gbps: Figure | None = Field(None, description="disk to host memory, for the adapter's bytes")
+    activate_ms: Figure = Field(description="copying one adapter from the host cache into a batch slot: the "
+                                            "fixed part")
+    host_to_slot_gbps: Figure | None = Field(None, description="host memory to a batch slot, for the bytes")
+
+    def costs(self, adapter_bytes: float) -> LoraCosts:
+        """The costs of adapters of ``adapter_bytes`` bytes each."""
+        over = lambda bandwidth: adapter_bytes / (bandwidth.value * 1e9) if bandwidth else 0.0  # noqa: E731
+        return LoraCosts(step_factor=self.step_factor.value, load_s=self.load_ms.value / 1e3 + over(self.disk_gbps),
+                         activate_s=self.activate_ms.value / 1e3 + over(self.host_to_slot_gbps))
+
+
 class EngineDefaults(_Strict):
     """vLLM's defaults on this hardware where the model spec leaves them unset."""
 
@@ -134,6 +155,7 @@ class HardwareProfile(_Strict):
                           "jitter of a shared machine); none: 0, every step as the model says")
     efficiency: Efficiencies
     defaults: EngineDefaults
+    lora: LoraFigures | None = Field(None, description="LoRA's costs; none: a simulation with adapters is refused")
 
     def peak_flops(self, dtype: str) -> float:
         """FLOP/s for ``dtype`` (``auto`` = bfloat16); an error lists the dtypes known."""
@@ -187,6 +209,7 @@ class HardwareProfile(_Strict):
     def assumptions(self) -> list[str]:
         """The names of the figures marked ``assumed``."""
         figures = {**dict(self), **{f"efficiency.{k}": v for k, v in dict(self.efficiency).items()},
+                   **{f"lora.{k}": v for k, v in (dict(self.lora) if self.lora else {}).items()},
                    **{f"peak_tflops.{k}": v for k, v in self.peak_tflops.items()}}
         return sorted(k for k, v in figures.items() if isinstance(v, Figure) and v.assumed)
 

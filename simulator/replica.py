@@ -23,6 +23,11 @@ go (:meth:`Replica.plan`: with numpy, or step by step in plain floats up to
 :data:`SHORT_SPAN_STEPS` steps, the same floats) and cut short when a request arrives
 (:meth:`Replica.interrupt`). A sequence's tokens are a run of consecutive steps,
 so token times are slices of the replica's step-end times (one growing array).
+
+LoRA (``adapters``, :mod:`simulator.lora`): admission passes over a waiting sequence
+whose adapter would exceed ``max_loras`` distinct adapters in the batch (it keeps its
+place); a step holding an adapter's sequence takes the profile's ``step_factor`` times
+as long, plus the loads and activations it needed.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from simulator.kv_cache import BlockPool
+from simulator.lora import AdapterSlots
+from simulator.sequence import Seq
 from simulator.step_time import StepShape, StepTimeModel
 
 MAX_SPAN_STEPS = 4096
@@ -47,36 +54,14 @@ def prefix_unit_tokens(block_size: int) -> int:
     return block_size * max(1, PREFIX_UNIT_TOKENS // block_size)
 
 
-class Seq:
-    """One request inside a replica."""
-
-    __slots__ = ("rid", "prompt_len", "out_len", "hashes", "computed", "generated", "held_hashed",
-                 "anon", "key", "finish_step", "segments", "seg_start", "decoding")
-
-    def __init__(self, rid: int, prompt_len: int, out_len: int, hashes: tuple[int, ...]) -> None:
-        self.rid, self.prompt_len, self.out_len, self.hashes = rid, prompt_len, out_len, hashes
-        self.computed = 0  # tokens in the KV cache
-        self.generated = 0
-        self.held_hashed = 0  # leading prompt units held by hash
-        self.anon = 0  # other blocks held
-        self.key = 0  # context - step index, while decoding
-        self.finish_step = -1
-        self.segments: list[tuple[int, int]] = []  # (first step, token count) runs
-        self.seg_start = -1
-        self.decoding = False
-
-    @property
-    def num_tokens(self) -> int:
-        """Prompt plus generated tokens (what a recompute must prefill)."""
-        return self.prompt_len + self.generated
-
-
 class Replica:
     """A replica's scheduler state, advanced one planned span at a time."""
 
     def __init__(self, model: StepTimeModel, *, num_blocks: int, block_size: int, max_num_seqs: int,
-                 max_num_batched_tokens: int, prefix_caching: bool = True) -> None:
+                 max_num_batched_tokens: int, prefix_caching: bool = True,
+                 adapters: AdapterSlots | None = None) -> None:
         self.model, self.bs = model, block_size
+        self.adapters = adapters  # LoRA slots and host cache (None: no LoRA)
         self.max_seqs, self.max_tokens = max_num_seqs, max_num_batched_tokens
         self.prefix_caching = prefix_caching
         self.unit_tokens = prefix_unit_tokens(block_size)
@@ -155,7 +140,10 @@ class Replica:
             return None
         if fit < horizon:
             steps, blocks = steps[:fit], blocks[:fit]
-        ends = self.model.decode_times(n, self.key_sum + n * steps).cumsum()
+        times = self.model.decode_times(n, self.key_sum + n * steps)
+        if self.adapters is not None:
+            times *= self.adapters.step_factor
+        ends = times.cumsum()
         ends += self.now
         self._span = (ends, blocks)
         return float(ends[-1])
@@ -165,6 +153,7 @@ class Replica:
         step times of :meth:`StepTimeModel.decode_time`, summed in order)."""
         phases, bs, free = self.phases, self.bs, self.kv.free
         decode_time, base, now = self.model.decode_time, self.key_sum, self.now
+        factor = self.adapters.step_factor if self.adapters is not None else 1.0
         ends: list[float] = []
         blocks: list[int] = []
         taken = 0
@@ -173,7 +162,7 @@ class Replica:
             taken += phases[-s % bs]
             if taken > free:
                 break
-            elapsed += decode_time(n, base + n * s)
+            elapsed += decode_time(n, base + n * s) * factor
             ends.append(now + elapsed)
             blocks.append(taken)
         if not ends:
@@ -215,13 +204,20 @@ class Replica:
         shape = StepShape(prefill, self.n_dec, context, self.n_dec + len(chunks),
                           float(sum(seq.computed * chunk for seq, chunk in chunks)))
         self._span = None
-        self._step_end = self.now + self.model.step_time(shape)
+        step = self.model.step_time(shape)
+        if self.adapters is not None:  # the LoRA kernels, and adapters loaded inside this step
+            step = step * self.adapters.step_factor + self.adapters.use(self.adapters.running)
+        self._step_end = self.now + step
         return self._step_end
 
     def _admit(self, budget: int, chunks: list[tuple[Seq, int]]) -> int:
-        bs, kv, unit = self.bs, self.kv, self.unit_tokens
-        while self.waiting and budget > 0 and len(self.running) < self.max_seqs:
-            seq = self.waiting[0]
+        bs, kv, unit, slots = self.bs, self.kv, self.unit_tokens, self.adapters
+        skipped = 0  # waiting seqs passed over: their adapter would exceed max_loras (they keep their place)
+        while len(self.waiting) > skipped and budget > 0 and len(self.running) < self.max_seqs:
+            seq = self.waiting[skipped]
+            if slots is not None and not slots.admits(seq.adapter):
+                skipped += 1
+                continue
             total = seq.num_tokens
             hit = 0
             if self.prefix_caching:
@@ -229,7 +225,9 @@ class Replica:
             hit_hashes = seq.hashes[:hit]
             if -(-total // bs) - hit * self.ub + kv.revivals(hit_hashes) > kv.free:
                 break  # the whole sequence must fit (scheduler_reserve_full_isl)
-            self.waiting.popleft()
+            del self.waiting[skipped]
+            if slots is not None:
+                slots.start(seq.adapter)
             self.prefix_queried += total
             self.prefix_hits += hit * unit
             kv.take_hashed(hit_hashes)
@@ -284,6 +282,8 @@ class Replica:
 
     def _preempt(self, seq: Seq) -> None:
         self.running.remove(seq)
+        if self.adapters is not None:
+            self.adapters.stop(seq.adapter)
         if seq.decoding:
             self._stop_decoding(seq, self.step - 1)
         elif seq in self.prefilling:
@@ -373,6 +373,8 @@ class Replica:
             elif seq.generated < seq.out_len or seq not in self.running:
                 continue
             self.running.remove(seq)
+            if self.adapters is not None:
+                self.adapters.stop(seq.adapter)
             self.kv.release(seq.hashes[:seq.held_hashed], seq.anon)
             seq.held_hashed = seq.anon = 0
             done.append(seq)

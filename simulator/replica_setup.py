@@ -7,14 +7,15 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving.config.model_spec import EngineSettings, ModelCatalog, ModelSpec
+from serving.config.model_spec import EngineSettings, LoraSettings, ModelCatalog, ModelSpec
 from serving.config.stack import max_ongoing_per_replica
 from serving.errors import ConfigError as ServingConfigError
 from simulator.config import SimulationConfig
 from simulator.errors import SimulationConfigError
 from simulator.hardware import HardwareKind, HardwareProfile, load_hardware
+from simulator.lora import BASE, AdapterSlots, adapter_bytes
 from simulator.replica import Replica
-from simulator.step_time import StepTimeModel
+from simulator.step_time import DTYPE_BYTES, StepTimeModel
 
 GIB = 1024**3
 
@@ -33,11 +34,21 @@ class ReplicaSetup:
     max_num_batched_tokens: int
     max_ongoing: int
     replica_start_s: float
+    adapters: tuple[str, ...] = ()  # LoRA adapters served, by name (ids 1, 2, ... in this order)
+    lora: LoraSettings | None = None  # the engine's LoRA settings (None: no adapters)
 
     def replica(self) -> Replica:
+        slots = None
+        if self.lora is not None:
+            size = adapter_bytes(self.spec.architecture, self.lora.max_lora_rank, DTYPE_BYTES.get(str(self.spec.dtype), 2))
+            slots = AdapterSlots(self.lora.max_loras, self.lora.host_slots, self.hardware.lora.costs(size))
         return Replica(self.step_model, num_blocks=self.num_blocks, block_size=self.block_size,
                        max_num_seqs=self.engine.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
-                       prefix_caching=self.engine.enable_prefix_caching)
+                       prefix_caching=self.engine.enable_prefix_caching, adapters=slots)
+
+    def adapter_id(self, model: str | None) -> int:
+        """The adapter id of a request naming ``model`` (:data:`BASE` for the base model or none)."""
+        return self.adapters.index(model) + 1 if model in self.adapters else BASE
 
     @property
     def kv_tokens(self) -> int:
@@ -90,9 +101,13 @@ def replica_setup(sim: SimulationConfig) -> ReplicaSetup:
     batched = engine.max_num_batched_tokens or hardware.defaults.max_num_batched_tokens * (
         tp if hardware.kind is HardwareKind.CPU else 1)
     batched = max(batched, engine.max_num_seqs)
+    lora = (engine.lora or LoraSettings()) if sim.adapters else None
+    if lora is not None and hardware.lora is None:
+        raise SimulationConfigError(f"hardware {hardware.name!r} has no `lora:` figures: it cannot simulate adapters")
     return ReplicaSetup(
         spec=spec, hardware=hardware, engine=engine, tensor_parallel=tp, step_model=step_model,
         num_blocks=kv_blocks(spec, hardware, engine, step_model, block_size), block_size=block_size,
         max_num_batched_tokens=batched, max_ongoing=max_ongoing_per_replica(sim.max_ongoing_requests, engine.max_num_seqs),
         replica_start_s=hardware.replica_start_s.value if sim.replica_start_s is None else sim.replica_start_s,
+        adapters=sim.adapters, lora=lora,
     )

@@ -32,16 +32,20 @@ from loadtest.analysis.metrics import achieved_rate, build_stage
 from loadtest.analysis.records import RequestRecord, TokenSource
 from loadtest.analysis.summary import GeneratorReport, Summary
 from loadtest.config import LoadTestConfig
+from loadtest.errors import TargetError
 from loadtest.profiles import StageOutcome, StagePlan
 from loadtest.reports import write_reports
 from loadtest.run.orchestrator import StageResult, summarise_run
 from simulator.accuracy import band_for
 from simulator.cluster import ClusterSim, StageRun
 from simulator.config import SimulationConfig
+from simulator.errors import SimulationConfigError
+from simulator.lora import AdapterCounters
 from simulator.replica_setup import ReplicaSetup, replica_setup
 from simulator.machine import cpu_mismatch
 from simulator.traffic import StageTraffic, TrafficCache, stage_traffic, tokenizer_loader
 
+SIMULATED_ENDPOINT = "the simulated endpoint"
 SIMULATED_WARNING = "SIMULATED, not measured: {label} (simulator figures: simulation.json)"
 TOKENIZER_FALLBACK = "smollm2-135m-instruct"
 
@@ -55,6 +59,7 @@ class StageFigures:
     preemptions: int
     replica_timeline: tuple[tuple[float, int], ...]
     simulated_s: float
+    adapters: AdapterCounters | None = None  # LoRA loads, evictions, slot skips (None: no adapters)
 
 
 @dataclass
@@ -68,6 +73,7 @@ class StageRecords:
     stage: int
     started_unix: float
     exact_output: bool
+    models: dict[int, str] | None = None  # each request's model by id (None: no model mix)
 
     @functools.cached_property
     def records(self) -> list[RequestRecord]:
@@ -79,6 +85,7 @@ class StageRecords:
             records.append(construct(
                 id=rid, stage=self.stage, session=session, turn=turn, user=user, scheduled_s=scheduled,
                 start_s=start, start_unix=self.started_unix + start, ok=ok, status=status, error_kind=kind,
+                model=self.models[rid] if self.models is not None else None,
                 error=error, retry_after_s=retry_after, ttft_s=ttft, e2e_s=e2e, itl_s=gaps,
                 chunks=output_tokens or 0, prompt_tokens=prompt_tokens if ok else None,
                 output_tokens=output_tokens, token_source=TokenSource.USAGE if ok else TokenSource.NONE,
@@ -120,13 +127,16 @@ class SimulationResult:
             "max_num_batched_tokens": setup.max_num_batched_tokens,
             "weight_bytes_per_rank": model.weight_bytes,
             "wall_s": round(self.wall_s, 3),
-            "stages": [vars(s) | {"replica_timeline": list(s.replica_timeline)} for s in self.stages],
+            "lora": setup.lora.model_dump(mode="json") | {"adapters": list(setup.adapters)} if setup.lora else None,
+            "stages": [vars(s) | {"replica_timeline": list(s.replica_timeline),
+                                  "adapters": vars(s.adapters) if s.adapters else None} for s in self.stages],
         }
 
 
 def records_of(run: StageRun, stage: int, traffic: StageTraffic, started_unix: float,
-               exact_output: bool) -> StageRecords:
-    """The stage's records, by start: their columns at once, the records on demand."""
+               exact_output: bool, model: str = "") -> StageRecords:
+    """The stage's records, by start: their columns at once, the records on demand
+    (``model``: what a request of a session naming none names, with a model mix)."""
     n = len(run.rows)
     fields = list(zip(*run.rows)) if n else [()] * 16
     (_, sessions, turns, users, scheduled, starts, ok, _, kinds, _, _, ttfts, e2es, prompts, outputs,
@@ -142,6 +152,9 @@ def records_of(run: StageRun, stage: int, traffic: StageTraffic, started_unix: f
 
     plan_sessions = traffic.sessions
     expected = [plan_sessions[s].expected_prompt_tokens if t == 0 else None for s, t in zip(sessions, turns)]
+    models = None
+    if any(s.model is not None for s in plan_sessions):
+        models = {row[0]: plan_sessions[row[1]].model or model for row in run.rows}
     ok_rows = np.array(ok, dtype=bool).reshape(n)[order]
     sources = np.where(ok_rows, SOURCES.index(TokenSource.USAGE), SOURCES.index(TokenSource.NONE)).astype(np.int8)
     columns = RecordColumns(
@@ -150,9 +163,10 @@ def records_of(run: StageRun, stage: int, traffic: StageTraffic, started_unix: f
         prompt_tokens=np.where(ok_rows, ints(prompts), NONE),
         requested_output_tokens=ints(requested) if exact_output else np.full(n, NONE, dtype=np.int64),
         expected_prompt_tokens=ints(expected), token_source=sources,
-        error_kind=tuple(kinds[i] for i in pick), gaps=run.itls.table(pick))
+        error_kind=tuple(kinds[i] for i in pick), gaps=run.itls.table(pick),
+        model=np.array([models[run.rows[i][0]] for i in pick], dtype=str) if models is not None else None)
     return StageRecords(columns, [run.rows[i] for i in pick], [expected[i] for i in pick], stage, started_unix,
-                        exact_output)
+                        exact_output, models)
 
 
 def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
@@ -165,6 +179,7 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
     ``cluster`` builds each stage's simulation (a subclass: another autoscaler, say)."""
     wall = time.perf_counter()
     setup = replica_setup(sim)
+    shares = served_shares(config, sim)
     label = config.label or sim.label
     config = config.model_copy(update={"label": label if label.startswith("simulated") else f"simulated: {label}"})
     load_tokenizer, fallback_warning = tokenizer_loader(config, TOKENIZER_FALLBACK, cache=traffic_cache)
@@ -175,11 +190,13 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
     stage_records_list: list[StageRecords] = []
     offset = 0.0
     while (plan := config.profile.next_stage(history)) is not None:
-        traffic = stage_traffic(config, plan, load_tokenizer, cache=traffic_cache)
+        traffic = stage_traffic(config, plan, load_tokenizer, cache=traffic_cache, shares=shares)
+        check_served(traffic, sim)
         tick = (lambda t, plan=plan: progress(plan, t)) if progress is not None else None
         run = cluster(setup, sim, config, plan, traffic, seed=plan.seed(config.seed),
                          progress=tick).run()
-        stage_records = records_of(run, plan.index, traffic, started + offset, config.target.exact_output)
+        stage_records = records_of(run, plan.index, traffic, started + offset, config.target.exact_output,
+                                   sim.model)
         stage_records_list.append(stage_records)
         stage = build_stage(stage_records.columns, plan=plan, window=config.measured_window,
                             timed=config.duration_s is not None,
@@ -198,11 +215,32 @@ def simulate(config: LoadTestConfig, sim: SimulationConfig, *,
         history.append(StageOutcome(plan=plan, passed=stage.passed, reason=stage.verdict_reason,
                                     achieved_rate=achieved_rate(stage)))
         figures.append(StageFigures(plan.index, run.replica_seconds * setup.tensor_parallel / 3600.0,
-                                    run.preemptions, tuple(run.replica_timeline), run.end_s))
+                                    run.preemptions, tuple(run.replica_timeline), run.end_s,
+                                    run.adapters if setup.lora is not None else None))
         offset += run.end_s
     summary = summarise_run(config, results, None, started, simulated=True)
     return SimulationResult(summary, tuple(stage_records_list), tuple(figures), setup, sim,
                             time.perf_counter() - wall)
+
+
+def served_shares(config: LoadTestConfig, sim: SimulationConfig) -> dict[str, float] | None:
+    """The model mix's shares over what the simulated endpoint serves (the model, then its
+    adapters, as ``/v1/models`` lists them); a name it does not serve is a
+    :class:`SimulationConfigError`."""
+    if config.model_mix is None:
+        return None
+    try:
+        return config.model_mix.shares(sim.served, SIMULATED_ENDPOINT)
+    except TargetError as exc:
+        raise SimulationConfigError(f"{exc} (give the adapters with --adapters)") from None
+
+
+def check_served(traffic: StageTraffic, sim: SimulationConfig) -> None:
+    """:class:`SimulationConfigError` when a session names a model the simulated endpoint does not serve."""
+    unknown = sorted({s.model for s in traffic.sessions if s.model is not None and s.model not in sim.served})
+    if unknown:
+        raise SimulationConfigError(f"the workload names models the simulated endpoint does not serve: "
+                                    f"{', '.join(map(repr, unknown))}; it serves {list(sim.served)}")
 
 
 def write_simulation(result: SimulationResult, out_dir: Path, reports: Sequence[str] | None = None) -> list[Path]:

@@ -36,6 +36,7 @@ class IdSession:
     system: int | None = None
     think_time_s: float = 0.0
     expected_prompt_tokens: int | None = None  # the first turn's, as the workload plan records it
+    model: str | None = None  # the model the session names itself (a prompt file's ``model``)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from loadtest.analysis.gaps import GapTable
-from simulator.replica import Replica, Seq
+from simulator.replica import Replica
+from simulator.sequence import Seq
 
 
 class TokenGaps:

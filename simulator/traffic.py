@@ -38,6 +38,7 @@ from loadtest.config import Endpoint, LoadTestConfig
 from loadtest.profiles import StagePlan
 from loadtest.run.orchestrator import pool_size
 from loadtest.workloads.base import WorkloadContext, WorkloadPlan
+from loadtest.workloads.model_mix import named_model, session_models
 from loadtest.workloads.synthetic import prompt_overhead
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 from simulator.synthetic_ids import IdPlan, IdSession, synthetic_id_plan
@@ -102,6 +103,7 @@ class SessionTokens:
     max_tokens: tuple[int, ...]
     think_time_s: float
     expected_prompt_tokens: int | None = None
+    model: str | None = None  # the model its requests name (None: the target's)
 
 
 def plan_ids(plan: WorkloadPlan, tokenizer, *, default_max_tokens: int) -> IdPlan:
@@ -116,14 +118,17 @@ def plan_ids(plan: WorkloadPlan, tokenizer, *, default_max_tokens: int) -> IdPla
         turns = tuple(tuple(encoded[k + j]) for j in range(len(s.turns)))
         k += len(s.turns)
         sessions.append(IdSession(turns, tuple(t.max_tokens or default_max_tokens for t in s.turns), s.system,
-                                  s.think_time_s, s.turns[0].expected_prompt_tokens))
+                                  s.think_time_s, s.turns[0].expected_prompt_tokens, named_model(s)))
     return IdPlan(tuple(sessions), systems, plan.systems)
 
 
 class StageTraffic:
     """The sessions of one stage, cycled as ``loadtest run`` cycles its prompt pool."""
 
-    def __init__(self, plan: IdPlan, tokenizer, *, chat: bool) -> None:
+    def __init__(self, plan: IdPlan, tokenizer, *, chat: bool, shares: dict[str, float] | None = None,
+                 seed: int = 0) -> None:
+        """``shares``: the model mix's (:func:`loadtest.workloads.model_mix.session_models`,
+        with the stage's ``seed``, as ``loadtest run`` assigns them)."""
         self.wraps = 0
         self._next = 0
         heads = {}
@@ -131,8 +136,9 @@ class StageTraffic:
             text = None if system is None else plan.system_texts[system]
             overhead = max(prompt_overhead(tokenizer, chat=chat, system=text), 0)
             heads[system] = (_HEAD_ID,) * overhead + (() if system is None else plan.systems[system])
+        models = session_models([s.model for s in plan.sessions], shares, seed)
         self.sessions = [SessionTokens(heads[s.system], s.turns, s.max_tokens, s.think_time_s,
-                                       s.expected_prompt_tokens) for s in plan.sessions]
+                                       s.expected_prompt_tokens, model) for s, model in zip(plan.sessions, models)]
 
     def next_session(self) -> int:
         """The next session's index in the pool (cycling, counting wraps)."""
@@ -186,11 +192,12 @@ class TrafficCache:
 
 
 def stage_traffic(config: LoadTestConfig, plan: StagePlan, tokenizer_loader: Callable[[], object], *,
-                  cache: TrafficCache | None = None) -> StageTraffic:
+                  cache: TrafficCache | None = None, shares: dict[str, float] | None = None) -> StageTraffic:
     """The prepared sessions of one stage (same seed and pool size as ``loadtest run``):
     synthetic workloads drawn straight as ids (:mod:`simulator.synthetic_ids`), others
     built as text and tokenised; with ``cache``, a plan already built for the same
-    workload, seed, pool size, endpoint and tokenizer is reused."""
+    workload, seed, pool size, endpoint and tokenizer is reused; ``shares``: the model
+    mix's, each session given its model as ``loadtest run`` gives it."""
     ctx = WorkloadContext(seed=plan.seed(config.seed), chat=config.target.endpoint is Endpoint.CHAT,
                           tokenizer_loader=tokenizer_loader)
     count = pool_size(config, plan, config.workload.requests_per_session)
@@ -204,7 +211,7 @@ def stage_traffic(config: LoadTestConfig, plan: StagePlan, tokenizer_loader: Cal
 
     key = (config.workload, ctx.seed, count, ctx.chat, config.tokenizer, config.target.model)
     ids = build() if cache is None else cache.id_plan(key, build)
-    return StageTraffic(ids, tokenizer_loader(), chat=ctx.chat)
+    return StageTraffic(ids, tokenizer_loader(), chat=ctx.chat, shares=shares, seed=ctx.seed)
 
 
 def tokenizer_loader(config: LoadTestConfig, fallback_model: str | None, *,

@@ -36,7 +36,7 @@ def prepare_process(config: StackConfig, module: str) -> None:
     spec, env = config.model, {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1"}
     if spec.accelerator is AcceleratorKind.CPU:
         cores, tp = sorted(os.sched_getaffinity(0)), spec.tensor_parallel_size
-        binding = plan_binding(local_rank=0, tensor_parallel_size=tp, cores_per_rank=max(1, len(cores) // tp),
+        binding = plan_binding(slot=0, tensor_parallel_size=tp, cores_per_rank=max(1, len(cores) // tp),
                                node_cores=cores)
         env["VLLM_CPU_OMP_THREADS_BIND"] = binding.omp_threads_bind()
     for key, value in env.items():
@@ -84,7 +84,9 @@ class Driver:
         self.started: set[str] = set()  # requests with a first token: prompt done
         self.finished: set[str] = set()
 
-    def add(self, prompt_len: int, max_tokens: int) -> str:
+    def add(self, prompt_len: int, max_tokens: int, lora_request=None) -> str:
+        """A request of ``prompt_len`` random tokens and ``max_tokens`` output tokens (under
+        ``lora_request``, a vLLM ``LoRARequest``, if given); returns its id."""
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind, SamplingParams
 
@@ -92,7 +94,8 @@ class Driver:
         params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=1.0, detokenize=False,
                                 output_kind=RequestOutputKind.DELTA)
         ids = [self._rng.randrange(*self._tokens) for _ in range(prompt_len)]
-        self.engine.add_request(f"r{self._count}", TokensPrompt(prompt_token_ids=ids), params)
+        self.engine.add_request(f"r{self._count}", TokensPrompt(prompt_token_ids=ids), params,
+                                lora_request=lora_request)
         return f"r{self._count}"
 
     def step_until(self, done: Callable[[], bool]) -> None:

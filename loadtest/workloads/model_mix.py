@@ -132,17 +132,34 @@ def quotas(weights: Sequence[float], n: int) -> list[int]:
     return counts
 
 
-def assign_models(plan: WorkloadPlan, shares: dict[str, float] | None, seed: int) -> WorkloadPlan:
-    """``plan`` with every session that names no model given one of ``shares`` (exactly
-    those shares of them, in an order shuffled with ``seed``); ``plan`` itself without."""
+def session_models(named: Sequence[str | None], shares: dict[str, float] | None, seed: int) -> list[str | None]:
+    """Each session's model: its own (``named``) when it names one, else one of ``shares``
+    (exactly those shares of the others, in an order shuffled with ``seed``); ``None``
+    without shares (the target's model)."""
+    models = list(named)
     if not shares:
-        return plan
-    free = [i for i, s in enumerate(plan.sessions) if not (s.extra_body and "model" in s.extra_body)]
+        return models
+    free = [i for i, name in enumerate(models) if name is None]
     names = [name for name, count in zip(shares, quotas(list(shares.values()), len(free))) for _ in range(count)]
     random.Random(f"model-mix:{seed}").shuffle(names)  # a str seed: the same in every process
-    sessions = list(plan.sessions)
     for i, name in zip(free, names):
-        sessions[i] = sessions[i].model_copy(update={"extra_body": {**(sessions[i].extra_body or {}), "model": name}})
+        models[i] = name
+    return models
+
+
+def named_model(session) -> str | None:
+    """The model a workload session names itself (a prompt file's ``model``), if any."""
+    return session.extra_body.get("model") if session.extra_body else None
+
+
+def assign_models(plan: WorkloadPlan, shares: dict[str, float] | None, seed: int) -> WorkloadPlan:
+    """``plan`` with every session that names no model given one of ``shares``
+    (:func:`session_models`); ``plan`` itself without."""
+    if not shares:
+        return plan
+    named = [named_model(s) for s in plan.sessions]
+    sessions = [s if own is not None else s.model_copy(update={"extra_body": {**(s.extra_body or {}), "model": name}})
+                for s, own, name in zip(plan.sessions, named, session_models(named, shares, seed))]
     return plan.model_copy(update={"sessions": tuple(sessions)})
 
 
@@ -151,7 +168,7 @@ def check_named_models(plan: WorkloadPlan, listed: Sequence[str] | None, target:
     file's ``model``) that ``target`` does not list; unchecked when it lists none."""
     if listed is None:
         return
-    named = {s.extra_body["model"] for s in plan.sessions if s.extra_body and "model" in s.extra_body}
+    named = {name for s in plan.sessions if (name := named_model(s)) is not None}
     unknown = sorted(str(name) for name in named if name not in listed)
     if unknown:
         raise TargetError(f"the workload names models {target} does not serve: {', '.join(map(repr, unknown))}; "

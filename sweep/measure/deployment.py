@@ -9,7 +9,8 @@ from pathlib import Path
 
 from pydantic import PositiveInt
 
-from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelCatalog, ModelSpec
+from serving.config.model_spec import AcceleratorKind, EngineSettings, LoraSettings, ModelCatalog, ModelSpec
+from serving.config.adapters import AdapterSpec
 from serving.config.gateway import GatewaySpec
 from serving.config.stack import ReplicaSpec, StackConfig
 from simulator.config import SimulationConfig
@@ -41,6 +42,11 @@ def resolve(candidate: DeploymentCandidate, spec: SweepSpec, catalog: ModelCatal
     """``candidate`` filled in from the spec and the model catalog: the one source of both configs below."""
     model = catalog.get(spec.model).model_copy(update={"tensor_parallel_size": candidate.tp})
     knobs = {k: v for k, v in candidate.engine.model_dump().items() if v is not None}
+    if (slots := knobs.pop("max_loras", None)) is not None:
+        lora = (model.engine.lora or LoraSettings()).model_dump() | {"max_loras": slots}
+        if lora["max_cpu_loras"] is not None and lora["max_cpu_loras"] < slots:
+            lora["max_cpu_loras"] = slots  # the host cache holds at least the slots
+        knobs["lora"] = LoraSettings.model_validate(lora)
     on_cpu = model.accelerator is AcceleratorKind.CPU
     return ResolvedCandidate(
         model=model,
@@ -51,9 +57,9 @@ def resolve(candidate: DeploymentCandidate, spec: SweepSpec, catalog: ModelCatal
 
 
 def stack_config_for(candidate: DeploymentCandidate, spec: SweepSpec, *, catalog: ModelCatalog, model_path: Path,
-                     port: int) -> StackConfig:
+                     port: int, adapters: tuple[AdapterSpec, ...] = ()) -> StackConfig:
     """The resolved candidate as serving deploys it, with the prepared weights at
-    ``model_path`` and the gateway on ``port``."""
+    ``model_path``, the spec's ``adapters`` (prepared) and the gateway on ``port``."""
     resolved = resolve(candidate, spec, catalog)
     return StackConfig(
         model=resolved.model,
@@ -61,6 +67,7 @@ def stack_config_for(candidate: DeploymentCandidate, spec: SweepSpec, *, catalog
         engine=resolved.engine,
         replicas=ReplicaSpec(num_replicas=resolved.replicas, cpus_per_rank=resolved.cpus_per_rank),
         gateway=GatewaySpec(port=port, max_in_flight=resolved.max_in_flight),
+        adapters=adapters,
         app_name="serveout",
     )
 
@@ -72,5 +79,5 @@ def simulation_config_for(candidate: DeploymentCandidate, spec: SweepSpec, catal
     return SimulationConfig(
         hardware=spec.hardware, model=spec.model, replicas=resolved.replicas,
         tensor_parallel=resolved.tensor_parallel, engine=resolved.engine,
-        max_in_flight=resolved.max_in_flight, models_dir=models_dir,
+        max_in_flight=resolved.max_in_flight, models_dir=models_dir, adapters=spec.adapters,
     )

@@ -18,7 +18,8 @@ def loadtest_config(spec: SweepSpec, url: str, rate: float, seed: int,
                     tokenizer: Path | None = None) -> LoadTestConfig:
     """One load test of the spec's traffic at ``rate`` req/s with arrival seed ``seed``:
     warm-up then the measured window, judged on the SLO's latency objectives, one
-    generator worker process per core (as ``loadtest run`` does by default)."""
+    generator worker process per core (as ``loadtest run`` does by default), the
+    requests naming the models of the traffic's model mix."""
     t = spec.traffic
     return LoadTestConfig(
         target=TargetConfig(url=url, model=spec.model),
@@ -30,6 +31,7 @@ def loadtest_config(spec: SweepSpec, url: str, rate: float, seed: int,
         seed=seed,
         tokenizer=tokenizer,
         generator=GeneratorConfig(workers=os.cpu_count() or 1),
+        model_mix=t.model_mix,
     )
 
 

@@ -1,10 +1,11 @@
-"""The spec's model for any measurer: the model catalog and a model's prepared weights,
-with serving's errors turned into :class:`~sweep.errors.ModelUnavailableError`."""
+"""The spec's model for any measurer: the model catalog, a model's prepared weights and
+adapters, with serving's errors turned into :class:`~sweep.errors.ModelUnavailableError`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from serving.config.adapters import AdapterSpec
 from serving.config.model_spec import ModelCatalog
 from serving.errors import ConfigError as ServingConfigError
 from serving.model_store import ModelStore
@@ -26,3 +27,15 @@ def prepared_model(name: str, catalog: ModelCatalog, home: Path | None = None) -
         return ModelStore(catalog, home).require(name)
     except ServingConfigError as exc:  # an unknown name, or ModelNotPreparedError
         raise ModelUnavailableError(str(exc)) from None
+
+
+def prepared_adapters(model: str, names: tuple[str, ...], catalog: ModelCatalog,
+                      home: Path | None = None) -> tuple[AdapterSpec, ...]:
+    """The served adapters ``names`` of ``model`` (its spec's recipes, prepared);
+    :class:`ModelUnavailableError` for one it has no recipe of or not made yet."""
+    try:
+        spec = catalog.get(model)
+        store = ModelStore(catalog, home).adapters
+        return tuple(store.spec(spec, name) for name in names)
+    except ServingConfigError as exc:
+        raise ModelUnavailableError(f"the sweep's adapters: {exc}") from None

@@ -29,7 +29,7 @@ from serving.errors import ClusterError
 from serving.cluster.local import LocalCluster
 from sweep.measure.deployment import stack_config_for
 from sweep.measure.load_test import load_point, loadtest_config
-from sweep.measure.models import prepared_model
+from sweep.measure.models import prepared_adapters, prepared_model
 from sweep.measure.results import LoadPoint, MeasuredResult, RunStatus, Trial
 from sweep.measure.sampling import measure_rates
 from sweep.spec.sweep_spec import SweepSpec
@@ -42,13 +42,15 @@ class ServeoutMeasurer:
                  artifacts: Path, on_phase: Callable[[str], None] = lambda _: None) -> None:
         self.spec, self.cluster, self.catalog = spec, cluster, catalog
         self.model_path = prepared_model(spec.model, catalog)
+        self.adapters = prepared_adapters(spec.model, spec.adapters, catalog)
         self.artifacts = artifacts
         self.on_phase = on_phase
 
     def measure(self, trial: Trial) -> MeasuredResult:
         started = time.monotonic()
         config = stack_config_for(trial.candidate, self.spec, catalog=self.catalog,
-                                  model_path=self.model_path, port=self.cluster.options.http_port)
+                                  model_path=self.model_path, port=self.cluster.options.http_port,
+                                  adapters=self.adapters)
         try:
             self.on_phase("deploying")
             url = self.cluster.deploy(config, on_progress=lambda s: self.on_phase(f"deploying: {s}"))

@@ -50,4 +50,10 @@ def print_answer(report: SweepReport, out: Path, console: Console) -> None:
         for flag in margin_flags(report.answer.verdicts, band_for(report.spec.hardware)):
             console.print(f"[yellow]near the limit:[/] {flag}")
     console.print(f"[bold]answer:[/] {report.answer.explanation}")
+    best = report.run(report.answer.best) if report.answer.best else None
+    if report.spec.adapters and best is not None:
+        adapters = len(report.spec.adapters)
+        console.print(f"{report.spec.model} and {adapters} adapter(s) on `{best.candidate_id}`: "
+                      f"{best.cost_per_hour:.2f} {report.prices.currency}/h, "
+                      f"{best.cost_per_hour / adapters:.2f} per adapter (report.md: each model's share)")
     console.print(f"sweep.json, report.md and plots/ in {out}")

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from loadtest.analysis.slo import ObjectiveResult
 from loadtest.units import format_seconds
 from loadtest.workloads.text_density import TextDensity
+from sweep.analysis.models import model_costs
 from sweep.analysis.rows import PointRow, RunRow, ScalingKind, ScalingRow
 from sweep.analysis.selection import AnswerKind
 from sweep.capacity.model import DEFAULT_HEADROOM, ShapeCapacity
@@ -163,6 +164,23 @@ def _runs(report: SweepReport) -> list[str]:
     return [*lines, ""]
 
 
+def _per_model(report: SweepReport) -> list[str]:
+    """The answer's cost split over the models it serves (only with adapters)."""
+    best = report.run(report.answer.best) if report.answer.best else None
+    if not report.spec.adapters or best is None:
+        return []
+    cur, costs = report.prices.currency, model_costs(report.spec, best.cost_per_hour)
+    adapters = [c for c in costs if c.model != report.spec.model]
+    lines = ["## Cost per model", "",
+             f"`{best.candidate_id}` serves {report.spec.model} and {len(adapters)} LoRA adapter(s) on the same "
+             f"replicas, {_money(best.cost_per_hour, cur)}/h in all: "
+             f"{_money(best.cost_per_hour / len(adapters), cur)}/h per adapter if split evenly; below, each "
+             "model charged its share of the target's requests (the traffic's model mix).", ""]
+    lines += _table(("model", "share of requests", "req/s at target", f"{cur}/h"),
+                    ((f"`{c.model}`", f"{c.share:.1%}", _num(c.rps), _num(c.cost_per_hour, 4)) for c in costs))
+    return [*lines, ""]
+
+
 def _per_character(report: SweepReport) -> list[str]:
     cur, density = report.prices.currency, report.text_density
     lines = ["## Cost per character", ""]
@@ -256,7 +274,7 @@ def _bullets(title: str, items: Sequence[str]) -> list[str]:
 
 def render_markdown(report: SweepReport) -> str:
     """The whole ``report.md``; a simulated report's title says so and quotes the simulator's caveat under it."""
-    lines = _header(report) + _answer(report) + _runs(report) + _per_character(report)
+    lines = _header(report) + _answer(report) + _per_model(report) + _runs(report) + _per_character(report)
     lines += ["## Pareto front (cost per million output tokens vs p95 E2E)", "",
               ", ".join(f"`{c}`" for c in report.pareto) or "empty", ""]
     lines += _scaling(report.scaling)

@@ -25,13 +25,15 @@ class EngineKnobs(Strict):
 
     max_num_seqs: PositiveInt | None = None
     max_num_batched_tokens: int | None = Field(None, ge=16)
+    max_loras: PositiveInt | None = Field(None, description="LoRA adapter slots per engine batch")
 
     @property
     def label(self) -> str:
-        """Stable text form used in ids: ``seqs64-mbt8192`` or ``seqsdef-mbtdef``."""
+        """Stable text form used in ids: ``seqs64-mbt8192``, ``seqsdef-mbtdef``, or with
+        adapter slots set ``seqs64-mbtdef-loras4`` (unset: the ids of before)."""
         seqs = "def" if self.max_num_seqs is None else str(self.max_num_seqs)
         mbt = "def" if self.max_num_batched_tokens is None else str(self.max_num_batched_tokens)
-        return f"seqs{seqs}-mbt{mbt}"
+        return f"seqs{seqs}-mbt{mbt}" + ("" if self.max_loras is None else f"-loras{self.max_loras}")
 
 
 class Shape(Strict):
@@ -130,9 +132,10 @@ class SearchSpace:
         self.prices = prices
         self.price = prices.hourly(spec.budget.accelerator)
         shapes = [
-            Shape(tp=tp, engine=EngineKnobs(max_num_seqs=seqs, max_num_batched_tokens=mbt))
-            for tp, seqs, mbt in itertools.product(
-                spec.space.tensor_parallel, spec.space.max_num_seqs, spec.space.max_num_batched_tokens
+            Shape(tp=tp, engine=EngineKnobs(max_num_seqs=seqs, max_num_batched_tokens=mbt, max_loras=loras))
+            for tp, seqs, mbt, loras in itertools.product(
+                spec.space.tensor_parallel, spec.space.max_num_seqs, spec.space.max_num_batched_tokens,
+                spec.space.max_loras,
             )
         ]
         shapes.sort(key=lambda s: (s.tp, s.engine.label))

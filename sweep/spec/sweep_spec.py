@@ -18,92 +18,25 @@ from typing import Annotated, Any
 
 from pydantic import (
     Field,
-    PositiveFloat,
     PositiveInt,
-    ValidationError,
+    field_validator,
     model_validator,
 )
 
 from loadtest.analysis.slo import Metric, Objective, Stat
 from loadtest.errors import ConfigError
-from loadtest.profiles import ProfileConfig, profile_registry
-from loadtest.registry import Registry
 from loadtest.units import Seconds
-from loadtest.workloads import WorkloadConfig, workload_registry
+from simulator.lora import numbered_adapters
 from serving.config.model_spec import AcceleratorKind
+from sweep.spec.traffic import DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Positive, TrafficSpec
 from sweep.strict import Strict
 
 # 2: points carry validity, bootstrap evidence and repeated samples; the client
 # concurrency cap is part of the traffic.
 FINGERPRINT_VERSION = 2
 
-# The load tester's own limits on its client concurrency cap.
-DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY = 256, 4096
 # A derived cap leaves this factor over Little's law at the SLO's limits.
 CONCURRENCY_HEADROOM = 4.0
-
-
-Positive = Annotated[Seconds, Field(gt=0)]
-
-
-def _build(registry: Registry[Any], name: str, params: dict[str, object]) -> Any:
-    """The load tester's registered ``name`` built from ``params``; ``ConfigError`` if it refuses."""
-    cls = registry.get(name)
-    try:
-        return cls.model_validate({**params, "kind": name})
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or name}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"the load tester's {registry.what} {name!r} refuses {problems}") from None
-
-
-class LoadProfileSpec(Strict):
-    """An open-loop load profile of the load tester, by its registered name.
-
-    The sweep only needs the arrival rate: each load point of a trial builds the load
-    tester's profile at the point's offered rate (:meth:`loadtest_profile`).
-    ``max_concurrency`` is the load tester's cap on requests in flight (``null``:
-    derived, see :meth:`SweepSpec.max_concurrency`); a point that reaches it is an
-    invalid measurement.
-    """
-
-    name: str = Field("poisson", description="load tester profile name (open loop)")
-    rate_rps: PositiveFloat = Field(description="target traffic: requests per second")
-    burstiness: PositiveFloat = Field(1.0, description="gamma shape; 1.0 = Poisson")
-    max_concurrency: int | None = Field(
-        None, ge=1, le=MAX_CONCURRENCY, description="client cap on requests in flight; null = derived"
-    )
-
-    def loadtest_profile(self, rate: float, max_concurrency: int) -> ProfileConfig:
-        """The load tester's profile at ``rate`` req/s (``ConfigError`` if it does not take these)."""
-        params = {"rate": rate, "burstiness": self.burstiness, "max_concurrency": max_concurrency}
-        return _build(profile_registry(), self.name, params)
-
-
-class WorkloadSpec(Strict):
-    """A load tester workload, by its registered name, with exact token lengths."""
-
-    name: str = Field("random", description="load tester workload name (random: exact token lengths)")
-    input_tokens: PositiveInt
-    output_tokens: PositiveInt
-
-    def loadtest_workload(self) -> WorkloadConfig:
-        """The load tester's workload (``ConfigError`` if it does not take these lengths)."""
-        params = {"input_len": self.input_tokens, "output_len": self.output_tokens}
-        return _build(workload_registry(), self.name, params)
-
-
-class TrafficSpec(Strict):
-    """The target traffic, handed to the load tester for every load point."""
-
-    profile: LoadProfileSpec
-    workload: WorkloadSpec
-    duration_s: Positive = Field(60.0, description="measured window of one load point")
-    warmup_s: Annotated[Seconds, Field(ge=0)] = 10.0
-    seed: int = 0
-
-    @property
-    def rate_rps(self) -> float:
-        return self.profile.rate_rps
 
 
 P95_LIMITS = {"ttft_p95": Metric.TTFT, "tpot_p95": Metric.TPOT, "e2e_p95": Metric.E2E}
@@ -192,12 +125,12 @@ class SpaceSpec(Strict):
     replicas: ReplicaRange = ReplicaRange()
     max_num_seqs: tuple[PositiveInt | None, ...] = (None,)
     max_num_batched_tokens: tuple[Annotated[int, Field(ge=16)] | None, ...] = (None,)
+    max_loras: tuple[PositiveInt | None, ...] = Field((None,), description="LoRA adapter slots per batch")
 
     @model_validator(mode="after")
     def _lists(self) -> SpaceSpec:
-        _unique(self.tensor_parallel, "space.tensor_parallel")
-        _unique(self.max_num_seqs, "space.max_num_seqs")
-        _unique(self.max_num_batched_tokens, "space.max_num_batched_tokens")
+        for name in ("tensor_parallel", "max_num_seqs", "max_num_batched_tokens", "max_loras"):
+            _unique(getattr(self, name), f"space.{name}")
         return self
 
 
@@ -272,6 +205,19 @@ class SweepSpec(Strict):
     budget: BudgetSpec
     search: SearchSettings = SearchSettings()
     simulation: SimulationSpec | None = Field(None, description="set: simulated, not measured")
+    adapters: tuple[str, ...] = Field(
+        (), description="LoRA adapters of the model the traffic names (traffic.model_mix): the model spec's "
+                        "adapter names, or, simulated, a count N (adapter-1 ... adapter-N)")
+
+    @field_validator("adapters", mode="before")
+    @classmethod
+    def _adapter_count(cls, value: Any) -> Any:
+        return numbered_adapters(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @property
+    def served(self) -> tuple[str, ...]:
+        """The model ids the candidates serve: the model, then its adapters."""
+        return (self.model, *self.adapters)
 
     @property
     def simulated(self) -> bool:
@@ -355,17 +301,20 @@ def simulated_label(spec: SweepSpec) -> str:
 def measurement_fingerprint(spec: SweepSpec) -> str:
     """A short stable hash of what a measurement depends on.
 
-    Included: model, traffic (the client concurrency cap too), SLO (the load tester
+    Included: model (and its adapters), traffic (the client concurrency cap and model mix too), SLO (the load tester
     counts goodput against it), accelerator kind and accelerators per rank (how a
     candidate is deployed).
     A simulated sweep adds its hardware profile, so simulated and measured results
     never stand in for each other. Excluded: prices, budget size, space lists and search settings, which only
     decide *which* candidates are measured, so changing them reuses results.
     """
+    traffic = spec.traffic.model_dump(mode="json")
+    if traffic["model_mix"] is None:  # absent without a mix: fingerprints stay as they were
+        del traffic["model_mix"]
     payload = {
         "v": FINGERPRINT_VERSION,
         "model": spec.model,
-        "traffic": spec.traffic.model_dump(mode="json"),
+        "traffic": traffic,
         "max_concurrency": spec.max_concurrency(),
         "slo": spec.slo.model_dump(mode="json"),
         "accelerator": spec.budget.accelerator.value,
@@ -373,5 +322,7 @@ def measurement_fingerprint(spec: SweepSpec) -> str:
     }
     if spec.simulation is not None:  # absent for measured sweeps: their fingerprints stay as they were
         payload["simulated_on"] = spec.hardware
+    if spec.adapters:
+        payload["adapters"] = list(spec.adapters)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

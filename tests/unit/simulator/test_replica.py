@@ -3,7 +3,8 @@ preemption when full, prefix hits, and every token accounted for."""
 
 import numpy as np
 
-from simulator.replica import Replica, Seq
+from simulator.replica import Replica
+from simulator.sequence import Seq
 from tests.unit.simulator.fakes import FakeStepModel
 
 

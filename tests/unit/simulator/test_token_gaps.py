@@ -6,7 +6,8 @@ import numpy as np
 from loadtest.analysis.metrics import build_stage
 from loadtest.cli import build_parser, config_from_args
 from simulator.config import SimulationConfig
-from simulator.replica import Replica, Seq
+from simulator.replica import Replica
+from simulator.sequence import Seq
 from simulator.simulate import simulate
 from simulator.token_gaps import TokenGaps
 from tests.unit.simulator.fakes import FakeStepModel

@@ -16,17 +16,8 @@ from serving.config.model_spec import AcceleratorKind
 from sweep.measure.results import LoadPoint, MeasuredResult, RunRecord, RunStatus, Trial
 from sweep.measure.sampling import measure_rates
 from sweep.spec.economics import Price, PriceTable
-from sweep.spec.sweep_spec import (
-    BudgetSpec,
-    LoadProfileSpec,
-    ReplicaRange,
-    SearchSettings,
-    SloSpec,
-    SpaceSpec,
-    SweepSpec,
-    TrafficSpec,
-    WorkloadSpec,
-)
+from sweep.spec.sweep_spec import BudgetSpec, ReplicaRange, SearchSettings, SloSpec, SpaceSpec, SweepSpec
+from sweep.spec.traffic import LoadProfileSpec, TrafficSpec, WorkloadSpec
 
 SLO = SloSpec(ttft_p95=1.0, tpot_p95=0.05, e2e_p95=10.0, min_goodput_share=0.9)
 

@@ -54,3 +54,27 @@ def test_the_simulator_runs_what_a_real_sweep_deploys(model, accelerator, candid
     assert simulated.replicas == stack.replicas.num_replicas == candidate.replicas
     assert simulated.engine == stack.engine_settings
     assert simulated.max_in_flight == stack.gateway.max_in_flight == GATEWAY_MAX_IN_FLIGHT
+
+
+def test_adapter_slots_are_an_engine_knob_of_both_measurers():
+    spec = spec_for("llama-3.1-8b-instruct", AcceleratorKind.H200, per_rank=1).model_copy(
+        update={"adapters": ("clinic", "pharmacy")})
+    candidate = DeploymentCandidate(tp=1, replicas=2, engine=EngineKnobs(max_loras=4))
+    stack = stack_config_for(candidate, spec, catalog=CATALOG, model_path=Path("/m"), port=8000)
+    simulated = simulation_config_for(candidate, spec, CATALOG, MODELS)
+    assert stack.engine_settings.lora.max_loras == simulated.engine.lora.max_loras == 4
+    assert simulated.engine.lora.host_slots == 16  # the host cache keeps its default
+    assert simulated.adapters == ("clinic", "pharmacy")
+
+
+def test_adapter_slots_raise_a_smaller_host_cache_to_hold_them():
+    from serving.config.model_spec import LoraSettings
+
+    spec = spec_for("smollm2-135m-instruct", AcceleratorKind.CPU, per_rank=1)
+    catalog = ModelCatalog(MODELS)
+    model = catalog.get("smollm2-135m-instruct")
+    catalog._specs[model.name] = model.model_copy(update={"engine": model.engine.model_copy(
+        update={"lora": LoraSettings(max_loras=1, max_cpu_loras=2)})})
+    simulated = simulation_config_for(DeploymentCandidate(tp=1, replicas=1, engine=EngineKnobs(max_loras=4)),
+                                      spec, catalog, MODELS)
+    assert (simulated.engine.lora.max_loras, simulated.engine.lora.max_cpu_loras) == (4, 4)

@@ -19,6 +19,15 @@ def test_candidate_ids_are_stable_and_readable():
     assert DeploymentCandidate(tp=1, replicas=1).id == "tp1-r1-seqsdef-mbtdef"
     assert c.shape.with_replicas(3) == c
     assert c.accelerators() == 6 and c.accelerators(accelerators_per_rank=2) == 12
+    with_slots = DeploymentCandidate(tp=1, replicas=2, engine=EngineKnobs(max_loras=4))
+    assert with_slots.id == "tp1-r2-seqsdef-mbtdef-loras4"  # unset, the ids of before (stored results match)
+
+
+def test_adapter_slots_are_an_axis_of_the_space():
+    spec = make_spec(tp=(1,), replicas_max=1)
+    spec = spec.model_copy(update={"space": spec.space.model_copy(update={"max_loras": (2, 8)})})
+    space = SearchSpace(spec, PRICES)
+    assert [s.engine.max_loras for s in space.shapes] == [2, 8]
 
 
 def test_24_h200_feasibility():

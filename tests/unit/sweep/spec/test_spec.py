@@ -173,8 +173,22 @@ def test_fingerprint_tracks_what_a_measurement_depends_on(tmp_path: Path):
         assert measurement_fingerprint(with_overrides(base, [override], tmp_path)) == same
     # what changes a measurement does
     for override in ["traffic.profile.rate_rps=11", "slo.e2e_p95=9", "model=other", "budget.accelerator=b300",
-                     "traffic.workload.output_tokens=7", "budget.accelerators_per_rank=2"]:
+                     "traffic.workload.output_tokens=7", "budget.accelerators_per_rank=2",
+                     "traffic.model_mix=zipf:1", "adapters=3"]:
         assert measurement_fingerprint(with_overrides(base, [override], tmp_path)) != same
+
+
+def test_adapters_by_count_and_a_model_mix_reach_the_load_tester(tmp_path: Path):
+    spec = with_overrides(make_spec(), ["adapters=2", "traffic.model_mix=zipf:1"], tmp_path)
+    assert spec.adapters == ("adapter-1", "adapter-2")
+    assert spec.served == ("test-model", "adapter-1", "adapter-2")
+    config = loadtest_config(spec, "http://x", 1.0, 0)
+    assert config.model_mix is not None and config.model_mix.shares(spec.served, "x")["test-model"] > 0.5
+
+
+def test_a_bad_model_mix_is_a_spec_error_naming_it(tmp_path: Path):
+    with pytest.raises(SpecError, match="model.mix"):
+        with_overrides(make_spec(), ["traffic.model_mix=clinic=oops"], tmp_path)
 
 
 @pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: p.name)
