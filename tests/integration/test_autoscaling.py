@@ -46,7 +46,9 @@ def test_scales_up_on_queue_depth_and_back_down(stack):
     for w in workers:
         w.start()
     try:
-        scaled_up = wait_until(lambda: ready(url) == 2, timeout_s=300, period_s=1)
+        # A bound, not a goal: the new engine starts on the two cores the loaded one is
+        # using (measured 30-240 s on these boxes; the time is printed below).
+        scaled_up = wait_until(lambda: ready(url) == 2, timeout_s=480, period_s=1)
         up_s = time.monotonic() - started
     finally:
         stop.set()
