@@ -25,7 +25,6 @@ from pydantic import (
 
 from loadtest.analysis.slo import Metric, Objective, Stat
 from loadtest.errors import ConfigError
-from loadtest.units import Seconds
 from simulator.lora import numbered_adapters
 from serving.config.model_spec import AcceleratorKind
 from sweep.spec.traffic import DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Positive, TrafficSpec
