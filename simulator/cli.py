@@ -34,6 +34,7 @@ from loadtest.cli import config_from_args, run_command
 from loadtest.errors import ExitCode
 from simulator.config import REPO, SimulationConfig
 from simulator.errors import SimulationConfigError
+from simulator.lora import adapter_names
 
 SIMULATED_TARGET = "http://simulated.invalid"
 
@@ -93,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="KV cache element type (default: %(default)s, the model's dtype)")
     run.add_argument("--session-header", action="store_true",
                      help="requests carry their session id (for the session policy)")
-    run.add_argument("--adapters", type=_adapter_names, default=(), metavar="N|NAME,...",
+    run.add_argument("--adapters", type=adapter_names, default=(), metavar="N|NAME,...",
                      help="LoRA adapters of the model: a count N (adapter-1 ... adapter-N) or names; requests "
                           "name them through --model-mix")
     run.add_argument("--max-loras", type=int, default=None,
@@ -138,14 +139,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="gateway admission bound (default: the stack's, else 256)")
     autoscale.add_argument("--models-dir", type=Path, default=REPO / "models")
     return parser
-
-
-def _adapter_names(text: str) -> tuple[str, ...]:
-    from simulator.lora import numbered_adapters
-
-    if text.strip().isdigit():
-        return numbered_adapters(int(text))
-    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def _static_counts(text: str) -> tuple[int, ...]:

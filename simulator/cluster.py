@@ -215,7 +215,7 @@ class ClusterSim:
         prompt = self.traffic.prompt(session, turn)
         out_len = self.traffic.sessions[session].max_tokens[turn]
         model = self.traffic.sessions[session].model
-        adapter = model if model is not None and model in self.setup.adapters else None
+        adapter = model if model in self.setup.adapters else None
         flight = Flight(self.issued, user, session, turn, scheduled, self.now, prompt, out_len, adapter)
         self.issued += 1
         # As in the direct mode (the default): the router plans a request (its context

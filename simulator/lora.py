@@ -38,6 +38,17 @@ def numbered_adapters(count: int) -> tuple[str, ...]:
     return tuple(f"adapter-{i}" for i in range(1, count + 1))
 
 
+def adapter_names(value: object) -> object:
+    """Adapters given as a count (``3`` or ``"3"``: :func:`numbered_adapters`) or as
+    comma-separated names, as a tuple of names; anything else as it is (to validate)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return numbered_adapters(value)
+    if isinstance(value, str):
+        text = value.strip()
+        return numbered_adapters(int(text)) if text.isdigit() else tuple(n.strip() for n in text.split(",") if n.strip())
+    return value
+
+
 def adapter_bytes(arch: ModelArchitecture, rank: int, dtype_bytes: int) -> int:
     """The weights of one adapter of ``rank`` on every linear layer of ``arch`` (the
     attention's q, k, v, o and the MLP's gate, up, down): ``rank x (in + out)`` per layer."""

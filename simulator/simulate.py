@@ -35,6 +35,7 @@ from loadtest.config import LoadTestConfig
 from loadtest.errors import TargetError
 from loadtest.profiles import StageOutcome, StagePlan
 from loadtest.reports import write_reports
+from loadtest.workloads.model_mix import unknown_models
 from loadtest.run.orchestrator import StageResult, summarise_run
 from simulator.accuracy import band_for
 from simulator.cluster import ClusterSim, StageRun
@@ -237,7 +238,7 @@ def served_shares(config: LoadTestConfig, sim: SimulationConfig) -> dict[str, fl
 
 def check_served(traffic: StageTraffic, sim: SimulationConfig) -> None:
     """:class:`SimulationConfigError` when a session names a model the simulated endpoint does not serve."""
-    unknown = sorted({s.model for s in traffic.sessions if s.model is not None and s.model not in sim.served})
+    unknown = unknown_models((s.model for s in traffic.sessions), sim.served)
     if unknown:
         raise SimulationConfigError(f"the workload names models the simulated endpoint does not serve: "
                                     f"{', '.join(map(repr, unknown))}; it serves {list(sim.served)}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -163,13 +163,17 @@ def assign_models(plan: WorkloadPlan, shares: dict[str, float] | None, seed: int
     return plan.model_copy(update={"sessions": tuple(sessions)})
 
 
+def unknown_models(named: Iterable[str | None], listed: Sequence[str]) -> list[str]:
+    """The models of ``named`` (``None``: names none) that ``listed`` does not hold, sorted."""
+    return sorted({str(name) for name in named if name is not None and name not in listed})
+
+
 def check_named_models(plan: WorkloadPlan, listed: Sequence[str] | None, target: str) -> None:
     """:class:`TargetError` before any request when a session names a model (a prompt
     file's ``model``) that ``target`` does not list; unchecked when it lists none."""
     if listed is None:
         return
-    named = {name for s in plan.sessions if (name := named_model(s)) is not None}
-    unknown = sorted(str(name) for name in named if name not in listed)
+    unknown = unknown_models(map(named_model, plan.sessions), listed)
     if unknown:
         raise TargetError(f"the workload names models {target} does not serve: {', '.join(map(repr, unknown))}; "
                           f"it serves {list(listed)}")

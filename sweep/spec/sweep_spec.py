@@ -25,7 +25,7 @@ from pydantic import (
 
 from loadtest.analysis.slo import Metric, Objective, Stat
 from loadtest.errors import ConfigError
-from simulator.lora import numbered_adapters
+from simulator.lora import adapter_names
 from serving.config.model_spec import AcceleratorKind
 from sweep.spec.traffic import DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Positive, TrafficSpec
 from sweep.strict import Strict
@@ -211,7 +211,7 @@ class SweepSpec(Strict):
     @field_validator("adapters", mode="before")
     @classmethod
     def _adapter_count(cls, value: Any) -> Any:
-        return numbered_adapters(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        return adapter_names(value)
 
     @property
     def served(self) -> tuple[str, ...]:
