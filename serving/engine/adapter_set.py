@@ -57,6 +57,10 @@ class AdapterSet:
         """Adapters ready for requests."""
         return tuple(self._loaded)
 
+    def by_engine_id(self) -> dict[int, str]:
+        """The adapters ready for requests, by the integer id the engine knows them by."""
+        return {loaded.engine_id: name for name, loaded in self._loaded.items()}
+
     async def apply(self, adapters: tuple[AdapterSpec, ...]) -> None:
         """Hold exactly ``adapters`` (new ones loaded, changed ones reloaded, others removed)."""
         wanted = {a.name: a for a in adapters}

@@ -143,6 +143,9 @@ class EngineStats:
     adapter_loads: int = 0  # adapters loaded since the engine started (cumulative)
     adapter_load_seconds: float = 0.0  # time spent checking and loading them (cumulative)
     adapters_refused: int = 0  # declared adapters this engine refused (now)
+    adapters_cached: tuple[str, ...] = ()  # loaded adapters in the engine's host-memory LRU (polled)
+    adapters_active: tuple[str, ...] = ()  # adapters with requests in the running batch (in its slots)
+    adapter_evictions: int = 0  # loaded adapters seen leaving the host LRU (cumulative)
 
     @property
     def queue_depth(self) -> int:
@@ -153,6 +156,27 @@ class EngineStats:
     def adapters_loaded(self) -> int:
         """LoRA adapters ready for requests."""
         return len(self.adapters)
+
+    @property
+    def adapters_cached_count(self) -> int:
+        """Adapters in the engine's host-memory LRU."""
+        return len(self.adapters_cached)
+
+    @property
+    def adapters_active_count(self) -> int:
+        """Adapters in the running batch's slots."""
+        return len(self.adapters_active)
+
+    def adapter_residency(self, adapter: str) -> str:
+        """Where ``adapter`` is in this engine: ``active`` (in the running batch's slots),
+        ``cached`` (in host memory: no disk read to use it), ``absent`` (a request for it
+        reads it from disk inside an engine step, stalling the batch), or ``unknown``
+        (the engine reports no host cache: no LoRA, or not polled yet)."""
+        if adapter in self.adapters_active:
+            return "active"
+        if adapter in self.adapters_cached:
+            return "cached"
+        return "absent" if self.adapters_cached else "unknown"
 
     def to_dict(self) -> dict[str, float | int | str]:
         return dataclasses.asdict(self)

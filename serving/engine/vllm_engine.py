@@ -6,8 +6,10 @@ every Ray process to one core.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -25,6 +27,7 @@ from vllm.v1.engine.exceptions import EngineDeadError
 from serving.adapters.checks import check_adapter
 from serving.config.adapters import AdapterSpec
 from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelSpec
+from serving.engine.adapter_residency import POLL_PERIOD_S, HostCacheWatch
 from serving.engine.adapter_set import AdapterSet, LoadedAdapter
 from serving.engine.protocol import (
     EngineStats,
@@ -38,6 +41,8 @@ from serving.engine.tool_calls import ChoiceReader, reader_for
 from serving.engine.vllm_stats import EngineStatsRecorder
 from serving.engine.vllm_tool_parser import ToolParserFactory
 from serving.errors import AdapterLoadError, InvalidRequestError, ReplicaFailedError
+
+log = logging.getLogger("serveout.engine")
 
 GIB = 1 << 30
 
@@ -141,6 +146,8 @@ class VllmEngine:
         base_config = json.loads((Path(args.model) / "config.json").read_text())
         self.adapters = AdapterSet(
             lambda spec: self._check_adapter(spec, args, base_config), self._load_adapter, self._unload_adapter)
+        self._host_cache = HostCacheWatch()
+        self._host_cache_poll: asyncio.Task[None] | None = None
 
     def _check_adapter(self, spec: AdapterSpec, args: AsyncEngineArgs, base_config: dict) -> None:
         if not args.enable_lora:
@@ -157,6 +164,17 @@ class VllmEngine:
     async def set_adapters(self, adapters: tuple[AdapterSpec, ...]) -> None:
         """Serve exactly these adapters (see :class:`AdapterSet`)."""
         await self.adapters.apply(adapters)
+        if self._lora_slots and self._host_cache_poll is None:  # the first call runs on the replica's loop
+            self._host_cache_poll = asyncio.get_running_loop().create_task(self._poll_host_cache())
+
+    async def _poll_host_cache(self) -> None:
+        """Follow the engine's host-memory adapter cache (see :class:`HostCacheWatch`)."""
+        while not self.dead:
+            try:
+                self._host_cache.observe(await self._llm.list_loras(), self.adapters.by_engine_id())
+            except Exception as exc:  # noqa: BLE001 (a dying engine: the watchdog replaces the replica)
+                log.warning("could not read the engine's adapter cache: %s", exc)
+            await asyncio.sleep(POLL_PERIOD_S)
 
     @property
     def dead(self) -> bool:
@@ -227,11 +245,14 @@ class VllmEngine:
         unfinished = self._llm.get_num_unfinished_requests()
         running = min(recorded.running, unfinished)
         return dataclasses.replace(recorded, running=running, waiting=unfinished - running,
+                                   adapters_active=recorded.adapters_active if unfinished else (),
                                    kv_events_endpoint=self.kv_events_endpoint(),
                                    adapters=self.adapters.names, adapter_slots=self._lora_slots,
                                    adapter_loads=self.adapters.loads,
                                    adapter_load_seconds=self.adapters.load_seconds,
-                                   adapters_refused=len(self.adapters.failed))
+                                   adapters_refused=len(self.adapters.failed),
+                                   adapters_cached=self._host_cache.cached,
+                                   adapter_evictions=self._host_cache.evictions)
 
     def kv_events_endpoint(self) -> str:
         """Where the engine publishes its KV cache events (``""``: it does not)."""
@@ -244,6 +265,8 @@ class VllmEngine:
         await self._llm.check_health()
 
     def shutdown(self) -> None:
+        if self._host_cache_poll is not None:
+            self._host_cache_poll.cancel()
         self._llm.shutdown()
 
 

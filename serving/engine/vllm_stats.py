@@ -49,6 +49,7 @@ class EngineStatsRecorder:
                 kv_cache_usage=float(scheduler_stats.kv_cache_usage),
                 prefix_cache_queries=s.prefix_cache_queries + prefix.queries,
                 prefix_cache_hits=s.prefix_cache_hits + prefix.hits,
+                adapters_active=tuple(sorted(name for name, n in scheduler_stats.running_lora_adapters.items() if n)),
             )
         if iteration_stats is not None:
             updates.update(

@@ -211,6 +211,16 @@ def _model_panels(g: str, e: str) -> list[Panel]:
             Query(f"serveout_engine_adapters_loaded{e}", "{{replica}}"),
             Query(f"serveout_engine_adapters_refused{e}", "{{replica}} refused"),
         ), "short", "A refused adapter answers 404 naming why; the engine's log says more."),
+        Panel("Adapters in host memory and in the batch per replica", (
+            Query(f"serveout_engine_adapters_cached{e}", "{{replica}} cached"),
+            Query(f"serveout_engine_adapters_active{e}", "{{replica}} active"),
+        ), "short", "Cached: in the engine's host LRU (lora.max_cpu_loras); active: in the running batch's "
+            "slots (lora.max_loras). Which adapter is where: serveout_engine_adapter_residency."),
+        Panel("Adapter evictions and loads/s", (
+            Query(f"sum by (replica) (rate(serveout_engine_adapter_evictions_total{e}[5m]))", "{{replica}} evicted"),
+            Query(f"sum by (replica) (rate(serveout_engine_adapter_loads_total{e}[5m]))", "{{replica}} loaded"),
+        ), "short", "An evicted adapter is read from disk again by its next request, inside an engine step: "
+            "steady evictions mean more adapters than lora.max_cpu_loras are in use."),
         Panel("Adapter slot waits/s", (Query(
             f"sum by (adapter) (rate(serveout_adapter_slot_waits_total{e}[1m]))", "{{adapter}}"),),
             "reqps", "Requests routed while every replica's LoRA slots held other adapters: "

@@ -28,7 +28,11 @@ fewer adapters than the replica's slots do (counted from this router's own
 assignments; slots from the replica's stats, unknown before its first poll: then it
 fits). The policy ranks those; the others follow by load, and when none fits the
 policy ranks them all and the wait is counted (``serveout_adapter_slot_waits_total``).
-A hot adapter still spreads by load: every replica running it fits.
+A hot adapter still spreads by load: every replica running it fits. Of the replicas
+where it fits, those whose engine holds it in host memory come first (the others would
+read it from disk inside an engine step, stalling their batch: see
+``EngineStats.adapter_residency``), unless they are busier than the idlest of the others
+by more than :data:`COLD_LOAD_MARGIN` requests; the others then follow by load.
 
 All calls come from the router's event loop: no locks here.
 """
@@ -47,6 +51,11 @@ from serving.routing.engine_cache import CacheView
 from serving.routing.least_loaded import LeastLoadedPolicy
 from serving.routing.metrics import RoutingMetrics
 from serving.routing.policy import ReplicaLoad, RoutingPolicy, RoutingRequest
+
+
+COLD_LOAD_MARGIN = 4
+"""Requests more in flight on every replica that caches an adapter than on the idlest one
+that would read it from disk, beyond which the cold replicas rank alongside the warm ones."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,8 @@ class RoutingCore:
         pool = healthy or candidates
         adapter = request.adapter if generation else None
         fitting = [c for c in pool if not self.adapter_slots or self._fits(adapter, c.replica_id)]
+        if adapter is not None and self.adapter_slots:
+            fitting = self._cached_first(adapter, fitting)
         ranking = policy.rank(request, self.loads(fitting or pool))
         order = ranking.order
         if fitting and len(fitting) < len(pool):
@@ -147,6 +158,23 @@ class RoutingCore:
         stats = self._engine.get(replica_id)
         running = self._assignments.adapters(replica_id)
         return stats is None or stats.adapter_slots <= 0 or adapter in running or len(running) < stats.adapter_slots
+
+    def _cached_first(self, adapter: str, fitting: list[Candidate]) -> list[Candidate]:
+        """The replicas of ``fitting`` that need no disk read for ``adapter``, unless
+        they are all busier than the idlest cold one by more than :data:`COLD_LOAD_MARGIN`."""
+        def absent(c: Candidate) -> bool:
+            stats = self._engine.get(c.replica_id)
+            return stats is not None and stats.adapter_residency(adapter) == "absent"
+
+        cold = [c for c in fitting if absent(c)]
+        if not cold or len(cold) == len(fitting):
+            return fitting
+        warm = [c for c in fitting if c not in cold]
+
+        def load(c: Candidate) -> int:
+            return max(self._assignments.count(c.replica_id), c.serve_queue_len or 0)
+
+        return fitting if min(map(load, warm)) > min(map(load, cold)) + COLD_LOAD_MARGIN else warm
 
     def mark_failed(self, replica_id: str) -> None:
         """A request to ``replica_id`` failed because the replica died: skip it until

@@ -25,8 +25,16 @@ engine deployment; ``replica`` is Serve's replica id):
 ``serveout_engine_adapters_refused{deployment,replica}`` (gauge)
 ``serveout_engine_adapter_loads_total{deployment,replica}`` (counter)
 ``serveout_engine_adapter_load_seconds_total{deployment,replica}`` (counter, seconds)
+``serveout_engine_adapters_cached{deployment,replica}`` (gauge)
+``serveout_engine_adapters_active{deployment,replica}`` (gauge)
+``serveout_engine_adapter_evictions_total{deployment,replica}`` (counter)
+``serveout_engine_adapter_residency{deployment,replica,adapter,state}`` (gauge, 1)
     Each replica's engine stats as last polled by Serve (``record_routing_stats``,
-    every ``RoutingSpec.stats_period_s``); absent until the first poll.
+    every ``RoutingSpec.stats_period_s``); absent until the first poll. Residency
+    says where each loaded adapter is in each replica's engine: ``active`` (in the
+    running batch's slots), ``cached`` (host memory), ``absent`` (evicted from the
+    host LRU: its next request reads it from disk inside an engine step); one series
+    per replica and loaded adapter, so bounded by the catalogue.
 ``serveout_replica_failed{deployment,replica}`` (gauge, 1)
     A live replica this router skips because a request to it failed when it died
     (its engine or actor); the series goes when Serve removes the replica.
@@ -69,6 +77,7 @@ DECISIONS = "serveout_routing_decisions"
 QUEUE_DEPTH = "serveout_queue_depth"
 FAILED = "serveout_replica_failed"
 SLOT_WAITS = "serveout_adapter_slot_waits"
+RESIDENCY = "serveout_engine_adapter_residency"
 
 
 @dataclass(frozen=True)
@@ -104,9 +113,15 @@ _ENGINE_FAMILIES = (
                   "LoRA adapters loaded since the engine started."),
     _EngineFamily("serveout_engine_adapter_load_seconds", "adapter_load_seconds", True,
                   "Seconds spent checking and loading LoRA adapters."),
+    _EngineFamily("serveout_engine_adapters_cached", "adapters_cached_count", False,
+                  "LoRA adapters in the engine's host-memory cache (lora.max_cpu_loras)."),
+    _EngineFamily("serveout_engine_adapters_active", "adapters_active_count", False,
+                  "LoRA adapters with requests in the running batch (at most lora.max_loras)."),
+    _EngineFamily("serveout_engine_adapter_evictions", "adapter_evictions", True,
+                  "Loaded LoRA adapters seen leaving the engine's host-memory cache (polled each second)."),
 )
 
-ENGINE_VIEW_FAMILIES = frozenset(spec.name for spec in _ENGINE_FAMILIES) | {QUEUE_DEPTH}
+ENGINE_VIEW_FAMILIES = frozenset(spec.name for spec in _ENGINE_FAMILIES) | {QUEUE_DEPTH, RESIDENCY}
 """The families describing the engine replicas themselves (their polled stats and the
 queue depth): every router of a deployment shows the same ones."""
 
@@ -243,6 +258,15 @@ def _families(snapshots: list[RoutingMetricsSnapshot]) -> Iterator[Metric]:
         for (deployment, replica), stats in sorted(engine.items()):
             family.add_metric([deployment, replica], getattr(stats, spec.stat))
         yield family
+
+    family = GaugeMetricFamily(RESIDENCY, "Where each loaded LoRA adapter is in each replica's engine: "
+                               "active (batch slots), cached (host memory) or absent (read from disk on use).",
+                               labels=["deployment", "replica", "adapter", "state"])
+    for (deployment, replica), stats in sorted(engine.items()):
+        for adapter in sorted(stats.adapters):
+            if (state := stats.adapter_residency(adapter)) != "unknown":
+                family.add_metric([deployment, replica, adapter, state], 1)
+    yield family
 
     family = GaugeMetricFamily(FAILED, "Live engine replicas skipped because they died under a request.",
                                labels=["deployment", "replica"])

@@ -12,6 +12,7 @@ from openai import OpenAI
 
 from serving.admin.endpoint import AdminApi, serve_admin_api
 from serving.admin.adapter_control import AdapterControl, refusal
+from tests.integration.metrics_reading import samples, wait_until
 from tests.integration.settings import MODEL, PORT, replicas
 from tests.integration.test_faults import engine_pids
 
@@ -62,6 +63,19 @@ def test_an_adapter_streams_and_batches_beside_the_base(client):
     chunks = list(stream)
     assert {c.model for c in chunks} == {"pharmacy"}
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).startswith("Pharmacist:")
+
+
+def test_every_replica_reports_its_adapters_in_host_memory_and_none_evicted(lora_stack, client):
+    greedy(client, "clinic")
+
+    def residency() -> dict[tuple[str, str], str]:
+        return {(dict(k)["replica"], dict(k)["adapter"]): dict(k)["state"]
+                for k in samples(lora_stack.url, "serveout_engine_adapter_residency")}
+
+    seen = wait_until(lambda: len(residency()) == 4 and residency(), timeout_s=60)
+    assert sorted(adapter for _, adapter in seen) == ["clinic", "clinic", "pharmacy", "pharmacy"], seen
+    assert set(seen.values()) <= {"cached", "active"}, seen  # 2 adapters, 16 host slots: none evicted
+    assert set(samples(lora_stack.url, "serveout_engine_adapter_evictions_total").values()) == {0.0}
 
 
 def test_an_unknown_model_is_a_404_listing_what_is_served(client):

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 from serving.engine.protocol import EngineStats
 from serving.routing.assignments import Assignment, AssignmentTracker
 from serving.routing.cache_aware import CacheAwarePolicy
-from serving.routing.core import Candidate, RoutingCore
+from serving.routing.core import COLD_LOAD_MARGIN, Candidate, RoutingCore
 from serving.routing.least_loaded import LeastLoadedPolicy
 from serving.routing.metrics import RoutingMetrics, RoutingMetricsCollector
 from serving.routing.policy import RoutingDecision, RoutingRequest
@@ -134,3 +134,39 @@ def test_with_adapter_slots_off_the_policy_alone_ranks():
         core.choose(RoutingRequest(f"p{i}", adapter="pharmacy"), [Candidate("b")])
     assert core.choose(RoutingRequest("q2", adapter="pharmacy"), CANDIDATES)[0] == "a"  # least loaded
     assert core.metrics.snapshot().slot_waits == {}
+
+
+def core_with_cache(cached: dict[str, tuple[str, ...]], slots: int = 4) -> RoutingCore:
+    """Replicas whose engines report ``cached`` adapters in host memory (the others evicted)."""
+    core = RoutingCore(LeastLoadedPolicy(rng=random.Random(0)), RoutingMetrics("engine"), rng=random.Random(0))
+    core.update_replicas({r: EngineStats(r, adapter_slots=slots, adapters=("clinic", "pharmacy", "admin"),
+                                         adapters_cached=held) for r, held in cached.items()})
+    return core
+
+
+def test_an_adapter_goes_first_where_its_engine_caches_it_in_host_memory():
+    core = core_with_cache({"a": ("pharmacy",), "b": ("clinic",)})
+    for i in range(3):  # b is busier with clinic, which a evicted: a would read it from disk
+        send(core, f"c{i}", "clinic")
+    assert [send(core, f"p{i}", "pharmacy") for i in range(3)] == ["a", "a", "a"]
+    assert core.choose(RoutingRequest("c9", adapter="clinic"), CANDIDATES) == ("b", "a")
+
+
+def test_a_busy_cached_replica_shares_a_hot_adapter_with_a_cold_one_past_the_margin():
+    core = core_with_cache({"a": ("pharmacy",), "b": ("clinic",)})
+    chosen = [send(core, f"c{i}", "clinic") for i in range(COLD_LOAD_MARGIN + 4)]
+    assert chosen[:COLD_LOAD_MARGIN + 1] == ["b"] * (COLD_LOAD_MARGIN + 1)
+    assert "a" in chosen[COLD_LOAD_MARGIN + 1:]  # b is more than the margin busier: a takes some
+
+
+def test_residency_unknown_before_the_first_cache_poll_prefers_no_replica():
+    core = core_with_cache({"a": (), "b": ("clinic",)})  # a reports no cache yet
+    assert Counter(send(core, f"c{i}", "clinic") for i in range(4)) == Counter(a=2, b=2)
+
+
+def test_engine_stats_say_where_an_adapter_is():
+    stats = EngineStats("a", adapters=("clinic", "pharmacy", "admin"), adapters_cached=("clinic", "pharmacy"),
+                        adapters_active=("clinic",))
+    assert [stats.adapter_residency(n) for n in ("clinic", "pharmacy", "admin")] == ["active", "cached", "absent"]
+    assert EngineStats("b", adapters=("clinic",)).adapter_residency("clinic") == "unknown"
+    assert (stats.adapters_cached_count, stats.adapters_active_count) == (2, 1)

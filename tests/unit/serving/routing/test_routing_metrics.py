@@ -150,3 +150,23 @@ def test_failed_replicas_of_every_router_are_listed_for_status(registry):
     assert collector.failed_replicas() == ["r2", "r9"]
     second.set_failed(frozenset({"r9"}))
     assert collector.failed_replicas() == ["r9"]
+
+
+def test_adapter_residency_is_one_series_per_replica_and_loaded_adapter(registry):
+    metrics = RoutingMetrics("engine")
+    routing_collector(registry).attach(metrics)
+    metrics.set_replicas({
+        "r1": EngineStats("r1", adapters=("clinic", "pharmacy", "admin"), adapters_cached=("clinic", "pharmacy"),
+                          adapters_active=("clinic",), adapter_evictions=3),
+        "r2": EngineStats("r2", adapters=("clinic",)),  # its cache not polled yet: no residency series
+    })
+    samples = scrape(registry)
+    residency = {labels: v for (name, labels), v in samples.items() if name == "serveout_engine_adapter_residency"}
+    assert residency == {
+        sample("x", adapter="clinic", deployment="engine", replica="r1", state="active")[1]: 1,
+        sample("x", adapter="pharmacy", deployment="engine", replica="r1", state="cached")[1]: 1,
+        sample("x", adapter="admin", deployment="engine", replica="r1", state="absent")[1]: 1,
+    }
+    assert samples[sample("serveout_engine_adapter_evictions_total", deployment="engine", replica="r1")] == 3
+    assert samples[sample("serveout_engine_adapters_cached", deployment="engine", replica="r1")] == 2
+    assert samples[sample("serveout_engine_adapters_active", deployment="engine", replica="r2")] == 0
