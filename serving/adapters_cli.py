@@ -41,10 +41,10 @@ def start_admin_api(cluster, config: StackConfig, url: str, keys: list[KeyEntry]
 
     def changed(now: StackConfig) -> None:
         write_state(url, now, netns=in_loopback_netns(), admin_url=admin_url[0])
-        console.print(f"adapters now: {', '.join(now.adapter_names) or 'none'}")
+        console.print(f"adapters now: {', '.join(a for b in now.bases for a in b.adapter_names) or 'none'}")
 
     control = AdapterControl(cluster, config, probe=lambda name: refusal(url, headers, name), on_change=changed,
-                             recipe=lambda name: store.adapters.spec(store.catalog.get(config.model.name), name))
+                             recipe=lambda base, name: store.adapters.spec(store.catalog.get(base), name))
     server = serve_admin_api(AdminApi(control, KeyRing(keys).identify if keys else None), config.gateway.host, port)
     admin_url.append(f"http://{config.gateway.host}:{server.server_address[1]}")
     write_state(url, config, netns=in_loopback_netns(), admin_url=admin_url[0])
@@ -74,10 +74,11 @@ def cmd_list(_: argparse.Namespace) -> int:
     if (code := rerun_in_stack_netns(state)) is not None:
         return code
     table = Table(title=f"LoRA adapters of {state['model']} at {state['url']}")
-    for column in ("name", "path", "rank", "state"):
+    for column in ("name", "base", "path", "rank", "state"):
         table.add_column(column, overflow="fold")
     for adapter in call_admin(state, "GET", "/v1/lora_adapters")["data"]:
-        table.add_row(adapter["id"], adapter["path"], str(adapter.get("rank") or "-"), probe(state, adapter["id"]))
+        table.add_row(adapter["id"], adapter["parent"], adapter["path"], str(adapter.get("rank") or "-"),
+                      probe(state, adapter["id"]))
     Console().print(table)
     return 0
 
@@ -89,7 +90,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     if not state["adapters"]:
         console.print("LoRA was off: the engines restart with it on (once)")
     path = str(Path(args.path).resolve()) if args.path else None  # serving up's working folder is not ours
-    body = {"lora_name": args.name, "lora_path": path, "rank": args.rank}
+    body = {"lora_name": args.name, "lora_path": path, "rank": args.rank, "base_model_name": args.base}
     with console.status(f"loading {args.name} on every replica"):
         call_admin(state, "POST", "/v1/load_lora_adapter", {k: v for k, v in body.items() if v is not None})
     console.print(f"{args.name}: serving")
@@ -115,6 +116,7 @@ def add_adapters_command(sub: argparse._SubParsersAction) -> None:
     add.add_argument("name", help="the model id requests will name")
     add.add_argument("--path", help="a PEFT LoRA folder (default: the spec's recipe NAME, made at set-up)")
     add.add_argument("--rank", type=int, help="its rank, checked against max_lora_rank before it loads")
+    add.add_argument("--base", help="the base model it runs on, in a stack of several (default: the first)")
     add.set_defaults(func=cmd_add)
     remove = commands.add_parser("remove", help="stop serving an adapter")
     remove.add_argument("name")

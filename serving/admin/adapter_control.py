@@ -28,13 +28,13 @@ PROBE_TIMEOUT_S = 120
 
 
 class AdapterControl:
-    """Loads and unloads the adapters of the stack ``cluster`` serves.
+    """Loads and unloads the adapters of the stack ``cluster`` serves, on any of its bases.
 
-    ``recipe(name)``: the prepared adapter of the model spec's recipe ``name`` (a load
-    without a path); ``probe(name)``: None when the stack answers ``name``, else why not
-    (:func:`refusal`); ``on_change``: told each config now served."""
+    ``recipe(base, name)``: the prepared adapter of base model ``base``'s spec recipe
+    ``name`` (a load without a path); ``probe(name)``: None when the stack answers
+    ``name``, else why not (:func:`refusal`); ``on_change``: told each config now served."""
 
-    def __init__(self, cluster, config: StackConfig, *, recipe: Callable[[str], AdapterSpec],
+    def __init__(self, cluster, config: StackConfig, *, recipe: Callable[[str, str], AdapterSpec],
                  probe: Callable[[str], str | None],
                  on_change: Callable[[StackConfig], None] = lambda _: None) -> None:
         self._cluster, self._config = cluster, config
@@ -45,21 +45,30 @@ class AdapterControl:
     def config(self) -> StackConfig:
         return self._config
 
-    def load(self, name: str, path: str | None = None, rank: int | None = None) -> AdapterSpec:
-        """Serve adapter ``name`` (from ``path``, else the spec's recipe); the adapter
-        served. Loading one already served from the same folder changes nothing."""
+    def adapters(self) -> list[tuple[str, AdapterSpec]]:
+        """Every adapter served, with the name of the base model it runs on."""
+        return [(base.model.name, a) for base in self._config.bases for a in base.adapters]
+
+    def load(self, name: str, path: str | None = None, rank: int | None = None,
+             base: str | None = None) -> AdapterSpec:
+        """Serve adapter ``name`` on base model ``base`` (None: the stack's first) from
+        ``path`` (else that base's recipe); the adapter served. Loading one already served
+        from the same folder on the same base changes nothing."""
         with self._lock:
-            adapter = self._adapter(name, path, rank)
-            served = {a.name: a for a in self._config.adapters}
+            index = self._base_index(base)
+            on = self._config.bases[index].model.name
+            adapter = self._adapter(on, name, path, rank)
+            served = {a.name: (parent, a) for parent, a in self.adapters()}
             if name in served:
-                if served[name].path == adapter.path:
-                    return served[name]
-                raise InvalidRequestError(f"adapter {name!r} is already served from {served[name].path}; "
+                parent, current = served[name]
+                if parent == on and current.path == adapter.path:
+                    return current
+                raise InvalidRequestError(f"adapter {name!r} is already served on {parent} from {current.path}; "
                                           "unload it first", param="lora_name")
-            if name == self._config.model.name:
-                raise InvalidRequestError(f"{name!r} is the base model's name", param="lora_name")
-            changed = self._with_adapters((*self._config.adapters, adapter))
-            self._check(changed, adapter)
+            if name in self._config.served_names:
+                raise InvalidRequestError(f"{name!r} is a base model's name", param="lora_name")
+            changed = self._with_adapters(index, (*self._config.bases[index].adapters, adapter))
+            self._check(changed.bases[index], adapter)
             previous = self._config
             self._deploy(changed)
             why = self._probe(name)
@@ -72,34 +81,51 @@ class AdapterControl:
     def unload(self, name: str) -> None:
         """Stop serving adapter ``name``: its requests in flight finish, new ones get a 404."""
         with self._lock:
-            if name not in self._config.adapter_names:
-                raise ModelNotFoundError(f"adapter {name!r} is not served; the stack serves "
-                                         f"{', '.join(self._config.adapter_names) or 'no adapter'}",
-                                         param="lora_name")
-            self._deploy(self._with_adapters(tuple(a for a in self._config.adapters if a.name != name)))
+            for index, base in enumerate(self._config.bases):
+                if name in base.adapter_names:
+                    self._deploy(self._with_adapters(index, tuple(a for a in base.adapters if a.name != name)))
+                    return
+            served = [a.name for _, a in self.adapters()]
+            raise ModelNotFoundError(f"adapter {name!r} is not served; the stack serves "
+                                     f"{', '.join(served) or 'no adapter'}", param="lora_name")
 
-    def _adapter(self, name: str, path: str | None, rank: int | None) -> AdapterSpec:
+    def _base_index(self, base: str | None) -> int:
+        names = [b.model.name for b in self._config.bases]
+        if base is None:
+            return 0
+        if base not in names:
+            raise ModelNotFoundError(f"base model {base!r} is not served; the stack's bases are "
+                                     f"{', '.join(names)}", param="base_model_name")
+        return names.index(base)
+
+    def _adapter(self, base: str, name: str, path: str | None, rank: int | None) -> AdapterSpec:
         try:
             if path is None:
-                return self._recipe(name)
+                return self._recipe(base, name)
             return AdapterSpec(name=name, path=Path(path), rank=rank)
         except (ConfigError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
             raise InvalidRequestError(str(exc), param="lora_path" if path else "lora_name") from None
 
-    def _with_adapters(self, adapters: tuple[AdapterSpec, ...]) -> StackConfig:
+    def _with_adapters(self, index: int, adapters: tuple[AdapterSpec, ...]) -> StackConfig:
+        """The stack with base ``index`` (0: its own, else ``more_bases[index - 1]``) serving ``adapters``."""
         data = self._config.model_dump(mode="json")
+        listed = [a.model_dump(mode="json") for a in adapters]
+        if index == 0:
+            data["adapters"] = listed
+        else:
+            data["more_bases"][index - 1]["adapters"] = listed
         try:
-            return StackConfig.model_validate({**data, "adapters": [a.model_dump(mode="json") for a in adapters]})
+            return StackConfig.model_validate(data)
         except ValueError as exc:
             raise InvalidRequestError(str(exc), param="lora_name") from None
 
-    def _check(self, changed: StackConfig, adapter: AdapterSpec) -> None:
-        """The adapter folder, read here as the engines would (the files must be on
+    def _check(self, base: StackConfig, adapter: AdapterSpec) -> None:
+        """The adapter folder, read here as ``base``'s engines would (the files must be on
         every node that runs an engine replica: on one box, they are)."""
-        lora = changed.engine_settings.lora
+        lora = base.engine_settings.lora
         assert lora is not None  # on whenever adapters are served
         try:
-            base_config = json.loads((changed.model_path / "config.json").read_text())
+            base_config = json.loads((base.model_path / "config.json").read_text())
             check_adapter(adapter, max_lora_rank=lora.max_lora_rank, base_config=base_config)
         except AdapterLoadError as exc:
             raise InvalidRequestError(str(exc), param="lora_path") from None

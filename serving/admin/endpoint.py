@@ -1,7 +1,8 @@
 """The admin endpoint of a stack ``serving up`` runs: its LoRA adapters changed over
 HTTP, in the shape of vLLM's (``POST /v1/load_lora_adapter`` with ``lora_name`` and
 ``lora_path``, ``POST /v1/unload_lora_adapter`` with ``lora_name``), plus
-``GET /v1/lora_adapters``. Every answer is JSON; an error is OpenAI's error body.
+``GET /v1/lora_adapters``. A stack of several bases takes ``base_model_name`` (the name
+vLLM's ``--lora-modules`` uses) on a load; without it the adapter goes on the first base. Every answer is JSON; an error is OpenAI's error body.
 
 It is the control plane, served by the ``serving up`` process on its own port (as
 Ray's dashboard API is beside Serve's), not by the engine replicas: a change
@@ -30,8 +31,8 @@ MAX_BODY_BYTES = 64 * 1024
 
 def adapter_entry(control: AdapterControl, name: str) -> dict:
     """One adapter as the endpoint answers it (``/v1/models``' shape, with its folder)."""
-    adapter = next(a for a in control.config.adapters if a.name == name)
-    return {"id": adapter.name, "object": "lora_adapter", "parent": control.config.model.name,
+    parent, adapter = next((base, a) for base, a in control.adapters() if a.name == name)
+    return {"id": adapter.name, "object": "lora_adapter", "parent": parent,
             "path": str(adapter.path), "rank": adapter.rank, "description": adapter.description}
 
 
@@ -73,14 +74,14 @@ class AdminApi:
         return routes[method, path](_fields(body) if method == "POST" else {})
 
     def _list(self, _: dict) -> dict:
-        return {"object": "list", "data": [adapter_entry(self._control, n) for n in self._control.config.adapter_names]}
+        return {"object": "list", "data": [adapter_entry(self._control, a.name) for _, a in self._control.adapters()]}
 
     def _load(self, fields: dict) -> dict:
         name = _text(fields, "lora_name", required=True)
         rank = fields.get("rank")
         if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 1):
             raise InvalidRequestError("rank must be a whole number >= 1", param="rank")
-        self._control.load(name, _text(fields, "lora_path"), rank)
+        self._control.load(name, _text(fields, "lora_path"), rank, base=_text(fields, "base_model_name"))
         return adapter_entry(self._control, name)
 
     def _unload(self, fields: dict) -> dict:

@@ -1,4 +1,5 @@
-"""A Kubernetes Job that prepares a model's weights on the weights volume, once.
+"""A Kubernetes Job that prepares the stack's model weights on the weights volume, once
+(every base model of the stack, each in its own folder).
 
 Serving never downloads: engines and the gateway read ``<mount_path>/<model>`` with
 ``HF_HUB_OFFLINE=1``. This Job is the one step with network access. It writes the
@@ -27,7 +28,7 @@ SCRATCH_HOME = "/tmp/serveout-home"
 
 
 def render_weights_job(config: StackConfig, target: ClusterTarget) -> dict:
-    """The Job writing ``config.model``'s weights to ``config.model_path`` on the claim."""
+    """The Job writing each base model's weights to its ``model_path`` on the claim."""
     env = [{"name": "HF_HUB_OFFLINE", "value": "0"}, {"name": "TRANSFORMERS_OFFLINE", "value": "0"}]
     if target.weights.hf_token_secret:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
@@ -65,10 +66,18 @@ def render_weights_job(config: StackConfig, target: ClusterTarget) -> dict:
 
 
 def _script(config: StackConfig) -> str:
+    lines = ["set -euo pipefail"]
+    for base in config.bases:
+        lines += _prepare(base)
+    return "\n".join(lines) + "\n"
+
+
+def _prepare(config: StackConfig) -> list[str]:
+    """The script lines preparing one base's folder, skipped when its marker is there."""
     folder = str(config.model_path)
     marker = json.dumps({"source": config.model.source.model_dump(mode="json")}, indent=2)
     done = f"test -f {shlex.quote(folder + '/' + READY_MARKER)}"
-    lines = ["set -euo pipefail", f'if {done}; then echo "already prepared: {folder}"; exit 0; fi']
+    lines = [f"if {done}; then", f'echo "already prepared: {folder}"', "else"]
     source = config.model.source
     if isinstance(source, HuggingFaceSource):
         lines.append("python - <<'PY'")
@@ -92,5 +101,4 @@ def _script(config: StackConfig) -> str:
             f"rm -rf {shlex.quote(folder)}",
             f"mv {staging} {shlex.quote(folder)}",
         ]
-    lines.append(f'echo "prepared {folder}"')
-    return "\n".join(lines) + "\n"
+    return [*lines, f'echo "prepared {folder}"', "fi"]

@@ -115,7 +115,7 @@ def test_adapters_change_at_run_time_and_a_broken_one_is_refused_by_name(lora_st
 def test_the_admin_endpoint_loads_and_unloads_adapters_on_every_replica(lora_stack, client, tmp_path):
     before = engine_pids(lora_stack.config.app_name)
     control = AdapterControl(lora_stack.cluster, lora_stack.config, probe=lambda n: refusal(lora_stack.url, {}, n),
-                             recipe=lambda n: lora_stack.store.adapters.spec(lora_stack.catalog.get(MODEL), n))
+                             recipe=lambda base, n: lora_stack.store.adapters.spec(lora_stack.catalog.get(base), n))
     server = serve_admin_api(AdminApi(control, identify=None), "127.0.0.1", 0)
     admin = f"http://127.0.0.1:{server.server_address[1]}"
     clinic = lora_stack.config.adapters[0]

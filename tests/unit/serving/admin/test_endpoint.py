@@ -52,7 +52,7 @@ class Stack:
         self.api = AdminApi(self.control, ring.identify if ring else None)
         self.tmp = tmp_path
 
-    def _recipe(self, name):
+    def _recipe(self, base, name):
         if name != "pharmacy":
             raise ConfigError(f"no adapter recipe {name!r}")  # as the model store says it
         return adapter(self.tmp, name="pharmacy")
@@ -69,6 +69,51 @@ class Stack:
 @pytest.fixture
 def stack(tmp_path):
     return Stack(tmp_path)
+
+
+OTHER = "tiny-llama-tp2-test"
+TWO_BASES = {"replicas": {"num_replicas": 1, "cpus_per_rank": 1}, "gateway": {"mode": "separate"},
+             "more_bases": [{"model": OTHER, "tensor_parallel_size": 1,
+                             "replicas": {"num_replicas": 1, "cpus_per_rank": 1}}]}
+
+
+@pytest.fixture
+def two_bases(tmp_path):
+    """A stack of two bases (the default model with ``clinic``, and the tiny test model)."""
+    stack = Stack(tmp_path)
+    data = {**TWO_BASES, "adapters": [stack.clinic.model_dump(mode="json")]}
+    config = build_stack_config(data, catalog=ModelCatalog(MODELS), resolve_path=lambda _: tmp_path / "model")
+    stack.control = AdapterControl(stack.cluster, config, recipe=stack._recipe, probe=stack._probe,
+                                   on_change=stack.changes.append)
+    stack.api = AdminApi(stack.control, None)
+    return stack
+
+
+def test_an_adapter_loads_on_the_base_named_and_lists_with_that_parent(two_bases, tmp_path):
+    folder = str(adapter(tmp_path, name="tiny-docs").path)
+    status, body = two_bases.call("POST", "/v1/load_lora_adapter",
+                                  {"lora_name": "tiny-docs", "lora_path": folder, "base_model_name": OTHER})
+    assert (status, body["parent"]) == (200, OTHER), body
+    deployed = two_bases.cluster.deployed[-1]
+    assert [b.adapter_names for b in deployed.bases] == [("clinic",), ("tiny-docs",)]
+    listed = {a["id"]: a["parent"] for a in two_bases.call("GET", "/v1/lora_adapters")[1]["data"]}
+    assert listed == {"clinic": deployed.model.name, "tiny-docs": OTHER}
+    # A name served on one base is refused on the other; an unknown base is a 404 naming the bases.
+    status, body = two_bases.call("POST", "/v1/load_lora_adapter",
+                                  {"lora_name": "clinic", "lora_path": folder, "base_model_name": OTHER})
+    assert status == 400 and "already served on" in body["error"]["message"]
+    status, body = two_bases.call("POST", "/v1/load_lora_adapter",
+                                  {"lora_name": "x", "lora_path": folder, "base_model_name": "gpt-9"})
+    assert status == 404 and OTHER in body["error"]["message"] and body["error"]["param"] == "base_model_name"
+    assert two_bases.call("POST", "/v1/load_lora_adapter", {"lora_name": OTHER, "lora_path": folder})[0] == 400
+
+
+def test_an_unload_finds_the_adapter_on_whichever_base_serves_it(two_bases, tmp_path):
+    folder = str(adapter(tmp_path, name="tiny-docs").path)
+    two_bases.call("POST", "/v1/load_lora_adapter",
+                   {"lora_name": "tiny-docs", "lora_path": folder, "base_model_name": OTHER})
+    assert two_bases.call("POST", "/v1/unload_lora_adapter", {"lora_name": "tiny-docs"})[0] == 200
+    assert [b.adapter_names for b in two_bases.cluster.deployed[-1].bases] == [("clinic",), ()]
 
 
 def test_a_load_deploys_the_stack_with_the_adapter_probes_it_and_answers_its_entry(stack, tmp_path):

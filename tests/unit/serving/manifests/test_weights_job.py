@@ -46,3 +46,16 @@ def test_hub_token_only_when_the_target_names_a_secret(h200, kind):
                          if e["name"] == "HF_TOKEN"]
     assert token(gpu)[0]["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "token"}
     assert token(cpu) == []
+
+
+def test_every_base_of_the_stack_is_prepared_in_its_own_folder_once(h200):
+    config = cluster_config(CATALOG.get("llama-3.3-70b-instruct"), h200, gateway={"mode": "separate", "host": "0.0.0.0"},
+                            more_bases=[{"model": "llama-3.1-8b-instruct",
+                                         "model_path": str(h200.weights.model_path("llama-3.1-8b-instruct"))}])
+    script = _script(render_weights_job(config, h200))
+    subprocess.run(["bash", "-n", "-c", script], check=True)
+    for base in config.bases:
+        assert f"test -f {base.model_path}/{READY_MARKER}" in script
+        assert f"repo_id={base.model.source.repo!r}" in script
+    assert script.count("already prepared") == 2  # a prepared base is skipped, the next one still runs
+    assert "exit 0" not in script
