@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from loadtest.errors import ConfigError, ExitCode, LoadTestError
+from loadtest.generator.priority import PRIORITIES
 from loadtest.units import parse_duration
 
 DEFAULT_PROFILE = "concurrency:users=8"
@@ -31,6 +32,11 @@ DEFAULT_WORKLOAD = "random:input_len=256,output_len=128"
 
 EXIT_OK, EXIT_SLO_FAILED, EXIT_USAGE, EXIT_FAILED, EXIT_WORKER_FAILED = (
     ExitCode.OK, ExitCode.SLO_MISSED, ExitCode.USAGE, ExitCode.FAILED, ExitCode.WORKER_LOST)
+
+# The generator processes' scheduling (loadtest.generator.priority), for `run` and `worker`.
+PRIORITY_OPTION = dict(choices=PRIORITIES, default="realtime",
+                       help="the generator processes' CPU scheduling: real-time (round-robin, lowest priority) when the "
+                            "OS allows it: root or CAP_SYS_NICE on Linux; normal otherwise (default: %(default)s)")
 
 # Deprecated `loadtest` commands -> the `sweep` command that replaced them.
 SWEEP_ALIASES = {"sweep": "run", "plan": "plan"}
@@ -93,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="workers to wait for in all, local plus remote (`loadtest worker`); default --workers")
     g.add_argument("--master-bind", default=None, metavar="HOST:PORT",
                    help="where the master listens for workers (default: 127.0.0.1, any free port)")
+    g.add_argument("--generator-priority", **PRIORITY_OPTION)
     out = run.add_argument_group("output")
     out.add_argument("--out", type=Path, default=None, help="results folder (default: results/loadtest-<time>)")
     out.add_argument("--reports", default=None, help="comma-separated report formats (default: all)")
@@ -117,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="worker processes (default: one per core, %(default)s here)")
     worker.add_argument("--idle-timeout", type=_duration, default=600.0,
                         help="stop when no master answers for this long (default: 10m)")
+    worker.add_argument("--generator-priority", **PRIORITY_OPTION)
 
     sub.add_parser("simulate", help="simulate a load test against vLLM replicas on given hardware "
                    "(`python -m simulator run`; see docs/simulator.md)", add_help=False)
@@ -158,9 +166,8 @@ def config_from_args(args: argparse.Namespace):
             extra_body=_json_object(args.extra_body, "--extra-body") if args.extra_body else {},
         )
         host, port = parse_host_port(args.master_bind) if args.master_bind else ("127.0.0.1", 0)
-        generator = GeneratorConfig(
-            workers=args.workers, expect_workers=args.expect_workers, master_host=host, master_port=port
-        )
+        generator = GeneratorConfig(workers=args.workers, expect_workers=args.expect_workers, master_host=host,
+                                    master_port=port, priority=args.generator_priority)  # fmt: skip
         return LoadTestConfig(
             target=target,
             profile=profile,
@@ -239,7 +246,8 @@ def cmd_worker(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("--processes must be >= 1")
     err = Console(stderr=True)
     err.print(f"[bold]loadtest worker[/]: {args.processes} process(es) serving {args.master} (Ctrl-C to stop)")
-    served = serve_master(args.master, args.processes, connect_timeout_s=args.idle_timeout, log=err.print)
+    served = serve_master(args.master, args.processes, connect_timeout_s=args.idle_timeout,
+                          priority=args.generator_priority, log=err.print)  # fmt: skip
     console.print(f"served {served} worker stage(s)")
     return EXIT_OK
 

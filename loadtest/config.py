@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, m
 from loadtest.analysis.slo import Objective, check_applicable
 from loadtest.client.body_fields import refused_fields
 from loadtest.errors import ConfigError, SLOError
+from loadtest.generator.priority import Priority
 from loadtest.profiles import ProfileConfig, ReplayProfile
 from loadtest.units import Fraction, Seconds
 from loadtest.workloads import TraceWorkload, WorkloadConfig
@@ -101,13 +102,17 @@ class GeneratorConfig(Frozen):
     generator, no master). With several, a master process hands each worker its share
     over Locust's own master/worker protocol; ``expect_workers`` is the total the master
     waits for, local plus remote (``loadtest worker`` on other machines, connecting to
-    ``master_host:master_port``; port 0 picks a free port, for local workers only)."""
+    ``master_host:master_port``; port 0 picks a free port, for local workers only).
+    ``priority``: ``realtime`` has every generator process claim real-time round-robin
+    scheduling (lowest priority) when the OS allows it, so that a server on the same
+    machine does not hold it off the CPU (:mod:`loadtest.generator.priority`)."""
 
     workers: int = Field(1, ge=0)
     expect_workers: int | None = Field(None, ge=1)
     master_host: str = "127.0.0.1"
     master_port: int = Field(0, ge=0, le=65535)
     connect_timeout_s: Seconds = Field(60.0, gt=0.0)
+    priority: Priority = "realtime"
 
     @model_validator(mode="after")
     def _consistent(self) -> GeneratorConfig:

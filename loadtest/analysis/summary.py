@@ -189,6 +189,7 @@ class GeneratorReport(_Model):
     loop_lag_max_s: float | None = None
     cpu_wait_s: float | None = None
     cpu_wait_at_lag_max_s: float | None = None
+    realtime: bool | None = Field(None, description="every generator process ran at real-time priority")
     saturated: bool = False
     cpu_samples: tuple[tuple[float, float], ...] = ()
     workers: tuple[WorkerReport, ...] = Field((), description="per worker process (distributed runs)")

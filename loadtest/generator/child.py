@@ -2,7 +2,8 @@
 
 One stage runs one generator process or, distributed, a master plus local worker
 processes (started once the master listens); ``loadtest worker`` keeps worker processes
-serving a remote master stage after stage.
+serving a remote master stage after stage. Every one is told its scheduling priority
+(``--priority``, :mod:`loadtest.generator.priority`), which it claims before anything else.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import psutil
 
 from loadtest.config import GeneratorConfig
 from loadtest.generator.job import EXIT_NO_MASTER, EXIT_NO_START
+from loadtest.generator.priority import OPTION, Priority
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the folder holding the loadtest package
 WILDCARD_HOSTS = frozenset({"", "*", "0.0.0.0", "::"})
@@ -110,7 +112,7 @@ class StageProcesses:
     worker processes (started by :meth:`start_workers` once the master listens)."""
 
     def __init__(self, job_path: Path, folder: Path, generator: GeneratorConfig, python: str | None = None) -> None:
-        self.main = GeneratorProcess([str(job_path)], folder / "generator.log", python)
+        self.main = GeneratorProcess([str(job_path), OPTION, generator.priority], folder / "generator.log", python)
         self.folder = folder
         self.generator = generator
         self.python = python
@@ -118,8 +120,9 @@ class StageProcesses:
         self.workers_started = not generator.distributed or generator.workers == 0
 
     def start_workers(self, port: int) -> None:
-        args = ["--worker", master_address(self.generator.master_host, port),
-                "--connect-timeout", f"{self.generator.connect_timeout_s:g}"]  # fmt: skip
+        gen = self.generator
+        args = ["--worker", master_address(gen.master_host, port), "--connect-timeout", f"{gen.connect_timeout_s:g}",
+                OPTION, gen.priority]  # fmt: skip
         for i in range(self.generator.workers):
             worker = GeneratorProcess(args, self.folder / f"worker-{i}.log", self.python)
             worker.start()
@@ -157,15 +160,16 @@ def serve_master(
     processes: int,
     *,
     connect_timeout_s: float,
+    priority: Priority = "realtime",
     python: str | None = None,
     log: Callable[[str], object] = print,
     stop: threading.Event | None = None,
 ) -> int:
     """``loadtest worker``: keep ``processes`` worker processes serving the master at
     ``master`` (HOST:PORT), one stage per process, each restarted after its stage, until
-    one finds no master within ``connect_timeout_s`` (or ``stop`` is set). Returns the
-    worker stages served."""
-    args = ["--worker", master, "--connect-timeout", f"{connect_timeout_s:g}"]
+    one finds no master within ``connect_timeout_s`` (or ``stop`` is set), each at
+    ``priority``. Returns the worker stages served."""
+    args = ["--worker", master, "--connect-timeout", f"{connect_timeout_s:g}", OPTION, priority]
     slots: list[GeneratorProcess | None] = [None] * processes
     restart_at = [0.0] * processes
     served = 0

@@ -42,7 +42,8 @@ class WorkerStatus(BaseModel):
 
     ``index`` is Locust's worker index; ``t_unix`` the worker's wall clock when sent;
     ``cpu_seconds`` its process CPU so far; ``records`` the request records it has
-    shipped to the master so far. The master adds the clock offset it measured
+    shipped to the master so far; ``realtime`` whether it runs at real-time priority
+    (:mod:`loadtest.generator.priority`). The master adds the clock offset it measured
     (worker minus master, seconds) and that measurement's round trip."""
 
     model_config = ConfigDict(extra="ignore")
@@ -66,6 +67,7 @@ class WorkerStatus(BaseModel):
     user_errors: int = 0
     user_error_samples: tuple[str, ...] = ()
     stop_reason: str | None = None
+    realtime: bool | None = None
     clock_offset_s: float | None = None
     clock_rtt_s: float | None = None
 
@@ -74,7 +76,9 @@ class GeneratorStatus(BaseModel):
     """One status line. ``phase`` is ``listening`` (a master, once, with its ``port``),
     ``started`` (once, at the stage clock's zero), ``running`` (every second) or
     ``final`` (once, at the end; ``error`` set when a distributed stage failed).
-    A master's lines add up its workers' counters and list them in ``workers``."""
+    A master's lines add up its workers' counters and list them in ``workers``.
+    ``realtime``: the process ran at real-time priority (a master: it and every worker
+    did; ``None``: not said)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -94,6 +98,7 @@ class GeneratorStatus(BaseModel):
     session_wraps: int = 0
     user_errors: int = 0
     stop_reason: str | None = None
+    realtime: bool | None = None
     port: int | None = None
     workers: tuple[WorkerStatus, ...] = ()
     error: str | None = None

@@ -2,6 +2,7 @@
 
     python -m loadtest.generator JOB.json                 one stage (single process or master)
     python -m loadtest.generator --worker HOST:PORT       a worker of a distributed stage
+    ... --priority realtime                               claim real-time scheduling first
 
 A single process runs the stage with Locust's programmatic API (``Environment`` + local
 runner + our ``LoadTestShape``), writes request records and status lines, and exits by
@@ -29,6 +30,7 @@ from loadtest.generator.bodies import FirstBodies
 from loadtest.generator.context import RunContext
 from loadtest.generator.exchange import resolve
 from loadtest.generator.job import GeneratorJob, GeneratorStatus
+from loadtest.generator.priority import PRIORITIES, claim_priority
 from loadtest.generator.stage import (
     FAST_SPAWN_RATE,
     START_MARGIN_S,
@@ -45,8 +47,8 @@ from loadtest.generator.stage import (
 from loadtest.workloads.base import WorkloadPlan
 
 
-def run_job(job: GeneratorJob) -> str:
-    """Run one stage in this process; returns why it stopped."""
+def run_job(job: GeneratorJob, realtime: bool | None = None) -> str:
+    """Run one stage in this process (``realtime``: at real-time priority); returns why it stopped."""
     config, stage = job.config, job.stage
     plan = WorkloadPlan.from_json(job.plan_path.read_text(encoding="utf-8"))  # drawn here, before the stage
     users, spawn_rate, arrivals = stage_load(config, stage)
@@ -85,6 +87,7 @@ def run_job(job: GeneratorJob) -> str:
                 users=env.runner.user_count if env.runner else 0,
                 session_wraps=run.session_wraps,
                 user_errors=len(user_errors),
+                realtime=realtime,
                 **extra,
             )
         )
@@ -126,20 +129,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("job", nargs="?", type=Path, help="the stage's job file (JSON)")
     parser.add_argument("--worker", type=host_port, metavar="HOST:PORT", help="serve one stage of this master")
     parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for the master")
+    parser.add_argument("--priority", choices=PRIORITIES, default="normal",
+                        help="realtime: SCHED_RR 1 when the OS allows it (see loadtest.generator.priority)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if (args.job is None) == (args.worker is None):
         parser.error("give either JOB.json or --worker HOST:PORT")
+    # `python -m loadtest.generator` claimed it before its imports; this says what it got
+    realtime = claim_priority(args.priority)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("locust.runners").setLevel(logging.ERROR)  # "spawn rate very high" is intended
     if args.worker is not None:
         from loadtest.generator.worker import run_worker
 
-        return run_worker(*args.worker, connect_timeout_s=args.connect_timeout)
+        return run_worker(*args.worker, connect_timeout_s=args.connect_timeout, realtime=realtime)
     job = GeneratorJob.model_validate_json(args.job.read_text(encoding="utf-8"))
     if job.config.generator.distributed:
         from loadtest.generator.master import run_master
 
-        return run_master(job)
-    reason = run_job(job)
+        return run_master(job, realtime)
+    reason = run_job(job, realtime)
     print(json.dumps({"stop_reason": reason}))
     return 0

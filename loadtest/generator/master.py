@@ -210,8 +210,9 @@ def dispatched_users(env: Environment, members: list[str], users: int) -> list[i
     return [sum(final.get(c, {}).values()) for c in members]
 
 
-def run_master(job: GeneratorJob) -> int:
-    """Run one distributed stage as its master; 0, or 3 when the stage failed."""
+def run_master(job: GeneratorJob, realtime: bool | None = None) -> int:
+    """Run one distributed stage as its master (``realtime``: at real-time priority); 0,
+    or 3 when the stage failed."""
     config, stage, gen = job.config, job.stage, job.config.generator
     plan = WorkloadPlan.from_json(job.plan_path.read_text(encoding="utf-8"), draw_text=False)  # workers draw their own
     users, spawn_rate, arrivals = stage_load(config, stage)
@@ -249,7 +250,7 @@ def run_master(job: GeneratorJob) -> int:
                     raise StageFailed(f"workers {late} sent no final report by the stage's hard limit")
                 if time.time() >= next_tick:
                     status.write(combined_status("running", t=time.time() - t0_unix, t0_unix=t0_unix,
-                                                 workers=fleet.statuses()))  # fmt: skip
+                                                 workers=fleet.statuses(), own_realtime=realtime))  # fmt: skip
                     next_tick += 1.0
             fleet.verify()
         except StageFailed as exc:
@@ -259,7 +260,7 @@ def run_master(job: GeneratorJob) -> int:
             runner.quit()
     cpu = cpu_seconds()
     status.write(combined_status("final", t=time.time() - t0_unix, t0_unix=t0_unix, workers=fleet.statuses(finals=True),
-                                 own_cpu=(cpu, cpu - cpu_at_start), error=error))  # fmt: skip
+                                 own_cpu=(cpu, cpu - cpu_at_start), own_realtime=realtime, error=error))  # fmt: skip
     status.close()
     for final in fleet.statuses(finals=True):
         for message in final.user_error_samples:

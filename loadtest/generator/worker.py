@@ -92,9 +92,10 @@ class RecordShipper:
 class WorkerPart:
     """This worker's part of one stage, set up by the master's messages."""
 
-    def __init__(self, runner: WorkerRunner, cls: type[OpenAIUser]) -> None:
+    def __init__(self, runner: WorkerRunner, cls: type[OpenAIUser], realtime: bool | None = None) -> None:
         self.runner = runner
         self.cls = cls
+        self.realtime = realtime
         self.job: GeneratorJob | None = None
         self.run: RunContext | None = None
         self.index = runner.worker_index
@@ -194,13 +195,15 @@ class WorkerPart:
             cpu_seconds=cpu_seconds(),
             session_wraps=run.session_wraps,
             user_errors=len(self.user_errors),
+            realtime=self.realtime,
             **final,
         )
         self.runner.send_message(kind, status.model_dump(mode="json", exclude_none=True))
 
 
-def run_worker(master_host: str, master_port: int, *, connect_timeout_s: float) -> int:
-    """Serve one stage of the master at ``master_host:master_port``."""
+def run_worker(master_host: str, master_port: int, *, connect_timeout_s: float, realtime: bool | None = None) -> int:
+    """Serve one stage of the master at ``master_host:master_port`` (``realtime``: this
+    process runs at real-time priority, as its reports say)."""
     cls = user_class()
     env = Environment(user_classes=[cls])
     try:
@@ -210,7 +213,7 @@ def run_worker(master_host: str, master_port: int, *, connect_timeout_s: float) 
         print(f"no load-generator master answered at {master_host}:{master_port} "
               f"within {connect_timeout_s:g} s", file=sys.stderr)  # fmt: skip
         return EXIT_NO_MASTER
-    part = WorkerPart(runner, cls)
+    part = WorkerPart(runner, cls, realtime)
     if not part.wait_for_start(connect_timeout_s + READY_TIMEOUT_S):  # the master's own two waits
         print(part.failure or f"the master at {master_host}:{master_port} started no stage", file=sys.stderr)
         runner.quit()

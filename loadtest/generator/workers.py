@@ -96,10 +96,12 @@ def combined_status(
     t0_unix: float,
     workers: Sequence[WorkerStatus],
     own_cpu: tuple[float, float] | None = None,
+    own_realtime: bool | None = None,
     error: str | None = None,
 ) -> GeneratorStatus:
     """A master's status line: its workers' counters added up (loop lag: the worst
-    worker's), plus the master's own ``(cpu_seconds, cpu_seconds_load)`` when given."""
+    worker's), plus the master's own ``(cpu_seconds, cpu_seconds_load)`` when given;
+    ``realtime`` when the master and every worker said they ran at real-time priority."""
     lags = [w.loop_lag_p99_s for w in workers if w.loop_lag_p99_s is not None]
     worst = max((w for w in workers if w.loop_lag_max_s is not None), key=lambda w: w.loop_lag_max_s, default=None)
     waits = [w.cpu_wait_s for w in workers if w.cpu_wait_s is not None]
@@ -126,9 +128,17 @@ def combined_status(
         session_wraps=sum(w.session_wraps for w in workers),
         user_errors=sum(w.user_errors for w in workers),
         stop_reason=", ".join(reasons) or None,
+        realtime=all_realtime([own_realtime, *(w.realtime for w in workers)]) if workers else None,
         workers=tuple(workers),
         error=error,
     )
+
+
+def all_realtime(flags: Iterable[bool | None]) -> bool | None:
+    """``True`` when every process ran at real-time priority, ``False`` when one did not,
+    ``None`` when none said ``False`` and one said nothing."""
+    flags = list(flags)
+    return False if False in flags else None if None in flags else True
 
 
 def cpu_series(samples: Iterable[WorkerStatus], since_unix: float) -> dict[int, list[tuple[float, float]]]:

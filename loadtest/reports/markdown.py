@@ -86,7 +86,8 @@ def stage_section(stage: StageSummary) -> list[str]:
     lines.append(
         f"Load generator: {g.cpu_seconds_load or 0:.1f} CPU s during the load, p90 {cpu} of one core, "
         f"{per_k} CPU per 1,000 streamed tokens, event-loop lag p99 "
-        f"{_ms(g.loop_lag_p99_s)} ms{wait}{' — **SATURATED**' if g.saturated else ''}."
+        f"{_ms(g.loop_lag_p99_s)} ms{wait}{', at real-time priority' if g.realtime else ''}"
+        f"{' — **SATURATED**' if g.saturated else ''}."
     )
     sv = stage.server
     if sv.generation_tokens_delta is not None or sv.queue_depth_max is not None:

@@ -62,7 +62,8 @@ def facts(stage: StageSummary) -> Table:
         grid.add_row("confidence", f"{stage.slo.confidence:.0%} (how sure the SLO verdict is; see docs/loadtest.md)")
     cpu = "-" if g.cpu_percent_p90 is None else f"p90 {g.cpu_percent_p90:.0f}% of one core"
     per_k = "" if g.cpu_seconds_per_1k_tokens is None else f", {g.cpu_seconds_per_1k_tokens:.3f} CPU s / 1k tokens"
-    grid.add_row("generator", Text(f"{cpu}{per_k}", style="bold red" if g.saturated else ""))
+    rt = ", real-time priority" if g.realtime else ""
+    grid.add_row("generator", Text(f"{cpu}{per_k}{rt}", style="bold red" if g.saturated else ""))
     if (invalid := validity_text(stage)) is not None:
         grid.add_row("measurement", Text(invalid, style="bold red"))
     return grid

@@ -23,8 +23,9 @@ def lag_cause(g: GeneratorReport, starved: bool) -> str:
         return "CPU contention on this machine?"
     wait = f"{g.cpu_wait_at_lag_max_s * 1e3:.0f} ms"
     if starved:
+        remedy = "; run the load tester as root (real-time priority) or on another machine" if g.realtime is False else ""
         return (f"in its worst moment it waited {wait} for a CPU: other processes on this machine, or a lower "
-                "priority (nice), kept it off the CPU; its own work did not")
+                f"priority (nice), kept it off the CPU; its own work did not{remedy}")
     return f"its own work held the loop (it waited only {wait} for a CPU then): add --workers or lower the load"
 
 

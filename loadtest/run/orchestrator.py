@@ -31,13 +31,7 @@ from loadtest.analysis.summary import GeneratorReport, ServerReport, StageSummar
 from loadtest.config import Endpoint, LoadTestConfig
 from loadtest.errors import ConfigError, GeneratorError, TargetError, WorkerError
 from loadtest.generator.child import GeneratorProcess, StageProcesses, cpu_percentages
-from loadtest.generator.job import (
-    FINAL_GRACE_S,
-    READY_TIMEOUT_S,
-    GeneratorJob,
-    GeneratorStatus,
-    StatusTail,
-)
+from loadtest.generator.job import FINAL_GRACE_S, READY_TIMEOUT_S, GeneratorJob, GeneratorStatus, StatusTail
 from loadtest.generator.workers import cpu_series, fleet_reports, worker_warnings
 from loadtest.profiles import OpenLoad, ReplayLoad, StageOutcome, StagePlan
 from loadtest.reports import write_reports
@@ -316,7 +310,7 @@ def _generator_report(
 ) -> GeneratorReport:
     """The generator's figures. Distributed: CPU seconds of master and workers together,
     CPU percentages of the busiest worker, the worst loop lag; saturated when any worker
-    was (the per-worker reports go to ``workers``)."""
+    was, real-time when all ran so (the per-worker reports go to ``workers``)."""
     if workers:
         busiest, cpu = max(workers, key=lambda pair: pair[0].cpu_percent_p90 or 0.0)
         saturated = any(report.saturated for report, _ in workers)
@@ -336,6 +330,7 @@ def _generator_report(
         loop_lag_max_s=final.loop_lag_max_s if final else None,
         cpu_wait_s=final.cpu_wait_s if final else None,
         cpu_wait_at_lag_max_s=final.cpu_wait_at_lag_max_s if final else None,
+        realtime=final.realtime if final else None,
         saturated=saturated,
         cpu_samples=tuple((round(t, 3), round(p, 2)) for t, p in cpu),
         workers=tuple(report for report, _ in workers),

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from loadtest.analysis.slo import parse_slos
 from loadtest.analysis.summary import SCHEMA_VERSION, load_summary
-from loadtest.config import LoadTestConfig, TargetConfig
+from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
 from loadtest.errors import SummaryError
 from loadtest.profiles import parse_profile
 from loadtest.workloads import parse_workload
@@ -74,3 +74,23 @@ def test_load_summary_errors(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION}))
     with pytest.raises(SummaryError, match="does not match"):
         load_summary(tmp_path)
+
+
+def test_generator_priority_defaults_to_realtime_on_run_and_worker(monkeypatch):
+    from loadtest.cli import build_parser, config_from_args, main
+    from loadtest.generator import child
+
+    parser = build_parser()
+    assert config_from_args(parser.parse_args(["run"])).generator.priority == "realtime"
+    normal = config_from_args(parser.parse_args(["run", "--generator-priority", "normal"]))
+    assert normal.generator.priority == "normal"
+    assert LoadTestConfig.model_validate_json(normal.model_dump_json()).generator.priority == "normal"
+    assert parser.parse_args(["worker", "--master", "h:1"]).generator_priority == "realtime"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--generator-priority", "high"])
+    with pytest.raises(ValidationError, match="realtime"):
+        GeneratorConfig(priority="high")
+    served = []
+    monkeypatch.setattr(child, "serve_master", lambda master, processes, **kw: served.append(kw["priority"]) or 0)
+    assert main(["worker", "--master", "127.0.0.1:5557", "--generator-priority", "normal"]) == 0
+    assert served == ["normal"]

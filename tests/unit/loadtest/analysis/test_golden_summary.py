@@ -36,7 +36,8 @@ def test_the_summary_of_a_real_run_is_the_one_frozen_before_the_rewrite():
     # Fields added since (issue 24), at their neutral values for a run without them:
     added = {("requests", "cancelled"): 0, ("requests", "cancel_planned"): 0, ("sessions",): None, ("gpu",): None, ("models",): [],
              ("server", "in_flight_after"): None, ("server", "settled_after_s"): None, ("server", "settled"): None,
-             ("generator", "cpu_wait_s"): None, ("generator", "cpu_wait_at_lag_max_s"): None}
+             ("generator", "cpu_wait_s"): None, ("generator", "cpu_wait_at_lag_max_s"): None,
+             ("generator", "realtime"): None}
     for path, value in added.items():
         holder = now
         for key in path[:-1]:
