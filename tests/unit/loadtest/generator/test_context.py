@@ -4,20 +4,13 @@ import time
 
 from loadtest.generator.context import RunContext
 from loadtest.workloads import Session, Turn, WorkloadPlan
+from tests.fakes import FakeClock
 
 PLAN = WorkloadPlan(sessions=tuple(Session(id=i, turns=(Turn(content=str(i)),)) for i in range(3)))
 
 
-class Clock:
-    def __init__(self):
-        self.t = 100.0
-
-    def __call__(self):
-        return self.t
-
-
 def context(**kwargs):
-    clock = Clock()
+    clock = FakeClock(100.0)
     kwargs.setdefault("arrivals", None)
     kwargs.setdefault("max_requests", None)
     kwargs.setdefault("load_duration_s", None)
@@ -45,7 +38,7 @@ def test_request_budget():
 def test_duration_stops_issuing():
     run, clock = context(load_duration_s=10.0)
     assert run.issuing() and run.take_request() == 0
-    clock.t += 10.0
+    clock.now += 10.0
     assert run.now() == 10.0 and not run.issuing() and run.take_request() is None
     run.finish(None)
     assert run.done()
@@ -93,7 +86,7 @@ def test_start_at_a_unix_time_sets_the_shared_zero():
     run, clock = context()
     run.start_at(time.time() + 5.0)  # the master's zero, a moment ahead
     assert -5.5 < run.now() < -4.5  # before the zero the stage clock is negative
-    clock.t += 5.0
+    clock.now += 5.0
     assert abs(run.now()) < 0.5
 
 

@@ -31,14 +31,7 @@ def test_double_release_does_not_free_two_slots():
 from collections import Counter  # noqa: E402
 
 from serving.errors import RateLimitedError  # noqa: E402
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
+from tests.fakes import FakeClock  # noqa: E402
 
 
 def test_a_keys_concurrency_limit_is_its_own_429():

@@ -6,18 +6,11 @@ from serving.config.gateway import KeyLimits
 from serving.errors import InvalidRequestError, RateLimitedError
 from serving.admission.api_keys import Caller
 from serving.admission.key_limits import KeyRateLimiter
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
+from tests.fakes import FakeClock
 
 
 def limiter():
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     return KeyRateLimiter(clock=clock), clock
 
 
@@ -97,7 +90,7 @@ def test_refill_never_exceeds_the_per_minute_limit():
 
 
 def test_each_of_n_gateway_replicas_enforces_a_share_of_the_rpm():
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     gateways = [KeyRateLimiter(clock=clock, sharers=2) for _ in range(2)]
     alice = Caller("alice", KeyLimits(rpm=6))
     admitted = 0
@@ -123,7 +116,7 @@ def test_rescaling_keeps_the_budget_fill_in_proportion():
 
 
 def test_a_request_larger_than_one_gateways_token_share_still_runs_on_a_full_budget():
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     rate = KeyRateLimiter(clock=clock, sharers=4)
     alice = Caller("alice", KeyLimits(tpm=1000))
     rate.admit(alice).reserve_tokens(600)  # > 1000 / 4, <= 1000: lent by the full bucket

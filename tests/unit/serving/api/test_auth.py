@@ -9,7 +9,8 @@ from prometheus_client import CollectorRegistry
 from serving.config.gateway import KeyLimits
 from serving.admission.api_keys import KeyRing, parse_keys
 from serving.api.app import build_http_app
-from tests.unit.serving.gateway.test_service import MODEL, FakeEngineClient, service
+from tests.fakes import FakeEngineClient
+from tests.unit.serving.gateway.test_service import MODEL, service
 
 ALICE = "sk-alice-0123456789abcdef"
 SLOW = "sk-slow-0123456789abcdefgh"

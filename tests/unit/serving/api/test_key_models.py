@@ -11,7 +11,8 @@ from serving.admission.api_keys import KeyRing, parse_keys
 from serving.api.app import build_http_app
 from serving.config.gateway import KeyLimits
 from serving.errors import ConfigError
-from tests.unit.serving.gateway.test_service import MODEL, FakeEngineClient, service
+from tests.fakes import FakeEngineClient
+from tests.unit.serving.gateway.test_service import MODEL, service
 
 CLINIC_KEY = "sk-clinic-0123456789abcdef"
 ADMIN_KEY = "sk-admin-0123456789abcdefg"

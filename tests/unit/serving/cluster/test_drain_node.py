@@ -23,22 +23,10 @@ from serving.cluster.drain_node import (
     run,
 )
 from serving.errors import ClusterError
+from tests.fakes import FakeClock
 
 NODE = "node-a"
 OTHER = "node-b"
-
-
-class FakeClock:
-    """A monotonic clock that only moves when the drain sleeps or a fake call takes time."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class FakeCall:
@@ -126,7 +114,7 @@ def test_the_schema_read_is_rays_own():
 
 
 def test_a_node_drain_drains_every_local_replica_and_the_proxy():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     details = _details(engine=[_replica("e1", NODE), _replica("e2", NODE), _replica("e9", OTHER)])
     node = FakeNode(clock, details, {"e1": {"replica": "e1", "report": _report(5, cut=2)},
                                      "e2": {"replica": "e2", "report": _report(3, left=1)}}, proxy_drains_after=3)
@@ -140,7 +128,7 @@ def test_a_node_drain_drains_every_local_replica_and_the_proxy():
 
 
 def test_a_replica_already_draining_adds_no_report():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     node = FakeNode(clock, _details(gateway=[_replica("g1", NODE), _replica("g2", NODE)]),
                     {"g1": {"replica": "g1", "report": None}, "g2": {"replica": "g2", "report": _report(4)}})
     report = drain_node(node, "serveout", "gateway", 10.0, clock=clock, sleep=clock.sleep)
@@ -148,7 +136,7 @@ def test_a_replica_already_draining_adds_no_report():
 
 
 def test_a_failing_replica_call_is_counted_and_the_others_still_drain():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     node = FakeNode(clock, _details(engine=[_replica("e1", NODE), _replica("e2", NODE)]),
                     {"e1": RuntimeError("actor died"), "e2": {"replica": "e2", "report": _report(2)}})
     report = drain_node(node, "serveout", "engine", 30.0, clock=clock, sleep=clock.sleep)
@@ -156,7 +144,7 @@ def test_a_failing_replica_call_is_counted_and_the_others_still_drain():
 
 
 def test_the_proxy_wait_ends_at_its_deadline():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     node = FakeNode(clock, _details(engine=[]), {}, proxy_drains_after=None)
     report = drain_node(node, "serveout", "engine", 60.0, min_draining_s=30.0, clock=clock, sleep=clock.sleep)
     assert report.proxy == "deadline"
@@ -164,14 +152,14 @@ def test_the_proxy_wait_ends_at_its_deadline():
 
 
 def test_without_a_proxy_or_serve_there_is_nothing_to_wait_for():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     node = FakeNode(clock, None, {}, has_proxy=False)
     report = drain_node(node, "serveout", "engine", 30.0, clock=clock, sleep=clock.sleep)
     assert (report.replicas, report.failed, report.proxy, node.proxy_polls, report.elapsed_s) == (0, 0, "none", 0, 0)
 
 
 def test_unreadable_serve_details_count_as_a_failure():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     node = FakeNode(clock, RuntimeError("controller unreachable"), {})
     report = drain_node(node, "serveout", "engine", 30.0, clock=clock, sleep=clock.sleep)
     assert (report.replicas, report.failed, report.proxy) == (0, 1, "drained")
@@ -187,7 +175,7 @@ def test_the_proxy_waits_at_least_its_own_draining_period():
 def test_the_grace_period_covers_the_slowest_drain(timeout_s):
     """Replicas that answer as late as allowed and a proxy that never drains still end
     within the preStop budget, with room to join the cluster and run `ray stop`."""
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     node = FakeNode(clock, _details(engine=[_replica("e1", NODE)]),
                     {"e1": {"replica": "e1", "report": _report(1, cut=1)}}, proxy_drains_after=None,
                     takes_s=timeout_s + CUT_GRACE_S + ANSWER_MARGIN_S)
@@ -208,7 +196,7 @@ def _args(*argv: str) -> argparse.Namespace:
 
 
 def test_run_prints_the_report_and_fails_on_a_failed_call(capsys):
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     failing = FakeNode(clock, _details(engine=[_replica("e1", NODE)]), {"e1": RuntimeError("x")}, has_proxy=False)
     args = _args("--local", "--deployment", "engine", "--timeout-s", "30")
     assert args.func is run

@@ -14,7 +14,8 @@ from serving.direct.handoff_store import HandoffStore
 from serving.direct.handoff import Done, Handoff, HandoffCodec
 from serving.openai.validation import ValidatedRequest, validate_completion
 from serving.direct.side_channel import Inbox, Outbox
-from tests.unit.serving.gateway.test_service import MODEL, FakeEngineClient, body, service
+from tests.fakes import FakeClock, FakeEngineClient
+from tests.unit.serving.gateway.test_service import MODEL, body, service
 
 
 def plan(key: str, *, tokens=(1, 2, 3)) -> Handoff:
@@ -48,14 +49,6 @@ def test_anything_else_on_the_wire_is_refused():
     codec = HandoffCodec()
     with pytest.raises(msgspec.ValidationError):
         codec.plan(codec.encode(Done(key="k", replica_id="r")))
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_plan_is_claimed_once_and_ends_once():

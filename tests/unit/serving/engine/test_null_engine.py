@@ -11,24 +11,9 @@ from serving.config.stack import NullBackend
 from serving.engine.null_engine import NullEngine, Slots, chunk_sizes, token_due_s
 from serving.engine.protocol import GenerationChunk, GenerationRequest, SamplingSettings
 from serving.errors import ReplicaFailedError
+from tests.fakes import FakeClock
 
 BOUND_S = 10.0  # every asyncio test is bounded; none asserts on speed
-
-
-class FakeClock:
-    """A clock whose sleeps advance it exactly (records each wake-up time)."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.wakes: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        self.wakes.append(round(self.now - 100.0, 9))
-        await asyncio.sleep(0)
 
 
 class GatedSleep:
@@ -79,8 +64,8 @@ def test_tokens_are_due_after_ttft_then_one_per_period():
 
 
 def test_a_stream_is_max_tokens_words_paced_on_schedule_with_honest_usage():
-    clock = FakeClock()
-    eng = engine(tokens_per_s=10, ttft_s=0.5, clock=clock, sleep=clock.sleep)
+    clock = FakeClock(100.0)
+    eng = engine(tokens_per_s=10, ttft_s=0.5, clock=clock, sleep=clock.async_sleep)
     chunks = run(collect(eng, request(max_tokens=4, prompt=(5, 6, 7, 8, 9))))
     assert clock.wakes == pytest.approx([0.5, 0.6, 0.7, 0.8])
     assert [c.deltas[0].text for c in chunks] == [" tok"] * 4
@@ -94,8 +79,8 @@ def test_a_stream_is_max_tokens_words_paced_on_schedule_with_honest_usage():
 
 
 def test_n_choices_advance_together_in_stream_interval_chunks():
-    clock = FakeClock()
-    eng = engine(tokens_per_s=100, stream_interval=3, clock=clock, sleep=clock.sleep)
+    clock = FakeClock(100.0)
+    eng = engine(tokens_per_s=100, stream_interval=3, clock=clock, sleep=clock.async_sleep)
     chunks = run(collect(eng, request(max_tokens=7, n=2)))
     assert [[d.num_tokens for d in c.deltas] for c in chunks] == [[1, 1], [3, 3], [3, 3]]
     assert clock.wakes == pytest.approx([0.0, 0.03, 0.06])  # each chunk when its last token is due

@@ -11,6 +11,7 @@ JSON schemas (``model_json_schema()``): pure, no I/O.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 
@@ -157,7 +158,10 @@ def hostile(body_strategy: st.SearchStrategy, schema: dict) -> st.SearchStrategy
 
     @st.composite
     def broken(draw):
-        body = draw(body_strategy)
+        # A copy: a drawn body can hold values the strategies share between draws (a
+        # sampled_from's dict); breaking those in place changes later draws, which
+        # Hypothesis reports as FlakyStrategyDefinition.
+        body = copy.deepcopy(draw(body_strategy))
         for _ in range(draw(st.integers(1, 3))):
             paths = _paths(body)[1:]
             if not paths or draw(st.integers(0, 9)) == 9:

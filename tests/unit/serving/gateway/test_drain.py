@@ -15,7 +15,8 @@ from serving.gateway.drain import Drain
 from serving.openai.error_mapping import map_error
 from serving.api.app import build_http_app
 from serving.gateway.service import EventStream
-from tests.unit.serving.gateway.test_service import MODEL, FakeEngineClient, body, service
+from tests.fakes import FakeEngineClient
+from tests.unit.serving.gateway.test_service import MODEL, body, service
 
 BOUND_S = 10.0  # guards against a hang; never reached when the code works
 

@@ -14,14 +14,7 @@ from serving.gateway.metrics_board import (
     render,
     split_shared,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes import FakeClock
 
 
 def gateway(requests: int, *, engines_ready: int = 2) -> CollectorRegistry:
@@ -96,7 +89,7 @@ def test_a_family_of_another_type_under_the_same_name_is_left_out_for_that_repli
 
 
 def test_the_board_keeps_each_replicas_newest_snapshot():
-    board = MetricsBoard(clock=Clock())
+    board = MetricsBoard(clock=FakeClock())
     board.publish(snapshot("a", gateway(2), seq=2))
     board.publish(snapshot("a", gateway(1), seq=1))  # late: older than what the board holds
     board.publish(snapshot("b", gateway(4), seq=0))
@@ -106,7 +99,7 @@ def test_the_board_keeps_each_replicas_newest_snapshot():
 
 
 def test_the_board_forgets_a_replica_that_stopped_publishing_or_withdrew():
-    clock = Clock()
+    clock = FakeClock()
     board = MetricsBoard(stale_after_s=5.0, clock=clock)
     board.publish(snapshot("a", gateway(1)))
     board.publish(snapshot("b", gateway(1)))

@@ -16,8 +16,9 @@ from serving.api.app import build_http_app
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.metrics_board import GATEWAY_REPLICA_LABEL, MetricsBoard, Snapshot
 from serving.gateway.metrics_sharing import FleetMetrics, RayBoardChannel, board_actor_name, shared_views
+from tests.fakes import FakeEngineClient
 from tests.unit.serving.config.test_engine_backend import from_cli
-from tests.unit.serving.gateway.test_service import MODEL, FakeEngineClient, service
+from tests.unit.serving.gateway.test_service import MODEL, service
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 SEPARATE = shared_views(direct=False)

@@ -7,7 +7,6 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from serving.config.gateway import KeyLimits
-from serving.engine.protocol import GenerationChunk, GenerationDelta
 from serving.errors import (
     DeadlineExceededError,
     InvalidRequestError,
@@ -22,28 +21,9 @@ from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.replica_status import ReplicaCounts
 from serving.openai.schemas import ChatCompletionRequest
 from serving.gateway.service import EventStream, GatewayService, ServedModel
+from tests.fakes import FakeEngineClient
 
 MODEL = "smollm2-135m-instruct"
-
-
-class FakeEngineClient:
-    """Yields ``words`` one per chunk, ``delay_s`` apart; records closes."""
-
-    def __init__(self, words=("a", "b", "c"), delay_s=0.0):
-        self.words, self.delay_s = words, delay_s
-        self.closed = 0
-
-    retries_elsewhere = True
-
-    async def stream(self, request):
-        try:
-            for i, word in enumerate(self.words):
-                await asyncio.sleep(self.delay_s)
-                last = i == len(self.words) - 1
-                yield GenerationChunk((GenerationDelta(0, word, 1, "stop" if last else None),),
-                                      "fake", len(request.prompt_token_ids), i + 1, last)
-        finally:
-            self.closed += 1
 
 
 def service(tokenizer, engine, *, limit=4, timeout_s=5.0, replicas=ReplicaCounts(ready=1), from_zero=False,

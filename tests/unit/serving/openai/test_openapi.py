@@ -11,7 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from serving.api.app import build_http_app
 from serving.openai.schemas import ChatCompletionRequest
-from tests.unit.serving.gateway.test_service import FakeEngineClient, service
+from tests.fakes import FakeEngineClient
+from tests.unit.serving.gateway.test_service import service
 
 ROUTES = {
     ("/v1/chat/completions", "post"): ("ChatCompletionRequest", "ChatCompletion", "ChatCompletionChunk"),
