@@ -36,6 +36,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.metrics import samples
 from benchmarks.common.model import stack_config
 from benchmarks.common.streaming_client import chat_body, stream_one
 from loadtest.analysis.stats import percentile
@@ -83,9 +84,7 @@ async def run_schedule(url: str, plan: list[tuple[float, dict]]) -> list[dict]:
 
 
 def slot_waits(url: str) -> int:
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("serveout_adapter_slot_waits_total{")))
+    return int(sum(samples(url, "serveout_adapter_slot_waits_total").values()))
 
 
 def figures(results: list[dict], waits: int) -> dict:
