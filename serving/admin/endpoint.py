@@ -2,7 +2,8 @@
 HTTP, in the shape of vLLM's (``POST /v1/load_lora_adapter`` with ``lora_name`` and
 ``lora_path``, ``POST /v1/unload_lora_adapter`` with ``lora_name``), plus
 ``GET /v1/lora_adapters``. A stack of several bases takes ``base_model_name`` (the name
-vLLM's ``--lora-modules`` uses) on a load; without it the adapter goes on the first base. Every answer is JSON; an error is OpenAI's error body.
+vLLM's ``--lora-modules`` uses) on a load; without it the adapter goes on the first
+base. Every answer is JSON; an error is OpenAI's error body.
 
 It is the control plane, served by the ``serving up`` process on its own port (as
 Ray's dashboard API is beside Serve's), not by the engine replicas: a change

@@ -1,6 +1,6 @@
 """Which loaded LoRA adapters an engine keeps in host memory, and how often it evicts one.
 
-vLLM keeps at most ``max_cpu_loras`` adapters in a host-memory LRU (``lora.max_cpu_loras``).
+vLLM keeps at most ``lora.max_cpu_loras`` adapters in a host-memory LRU.
 Past that it drops the least recently used; a later request for a dropped adapter reads
 it from disk again inside an engine step, stalling every request of that step. vLLM
 counts none of this. :class:`HostCacheWatch` compares successive polls of the engine's
