@@ -1,7 +1,8 @@
 """The discrete-event simulation of one load-test stage against a simulated cluster.
 
 Events (a heap ordered by time): a client starts a session's turn; a replica's planned
-step(s) end; the autoscaler ticks; a new replica becomes ready. The parts that decide
+step(s) end; the autoscaler ticks; a new replica becomes ready; the routers poll the
+replicas' stats (their LoRA slots and host caches, a period late). The parts that decide
 are serveout's own: :class:`serving.routing.core.RoutingCore` with the configured
 policy ranks the live replicas for every request (fed each replica's ongoing count as
 Serve's queue-length cache, the id the router would see, and the prompt's token ids);
@@ -43,39 +44,12 @@ from simulator.autoscaler import ServeAutoscaler
 from simulator.config import SimulationConfig
 from simulator.lora import AdapterCounters
 from simulator.replica_setup import ReplicaSetup
-from simulator.replica import Replica
+from simulator.hosts import Flight, Host
 from simulator.sequence import Seq
 from simulator.token_gaps import TokenGaps
 from simulator.traffic import StageTraffic
 
-TURN, ARRIVAL, STEP, TICK, READY, ANSWERED = range(6)  # ANSWERED: the client has read an answer's end
-
-
-class Flight:
-    """A request from its start to its end."""
-
-    __slots__ = ("rid", "user", "session", "turn", "scheduled", "start", "prompt", "out_len", "adapter", "ticket",
-                 "host")
-
-    def __init__(self, rid, user, session, turn, scheduled, start, prompt, out_len, adapter=None) -> None:
-        self.rid, self.user, self.session, self.turn = rid, user, session, turn
-        self.scheduled, self.start, self.prompt, self.out_len = scheduled, start, prompt, out_len
-        self.adapter = adapter  # the LoRA adapter the request names (None: the base model)
-        self.ticket = self.host = None
-
-
-class Host:
-    """One engine replica as the cluster sees it."""
-
-    __slots__ = ("id", "replica", "flights", "version", "busy", "live", "started", "stopped")
-
-    def __init__(self, replica_id: str, replica: Replica, started: float) -> None:
-        self.id, self.replica, self.started = replica_id, replica, started
-        self.flights: dict[int, tuple[Flight, Seq]] = {}
-        self.version = 0
-        self.busy = False
-        self.live = False
-        self.stopped: float | None = None
+TURN, ARRIVAL, STEP, TICK, READY, ANSWERED, STATS = range(7)  # ANSWERED: the client has read an answer's end
 
 
 @dataclass
@@ -151,8 +125,10 @@ class ClusterSim:
                 self.push(load.ramp_up_s * user / load.users, TURN, (user, None, 0, None))
         if self.autoscaler:
             self.push(self.sim.autoscaling.metrics_interval_s, TICK, None)
+        if self.setup.lora is not None and self.setup.adapters:
+            self.push(self.sim.routing.stats_period_s, STATS, None)
         handlers = {TURN: self._on_turn, ARRIVAL: self._on_arrival, STEP: self._on_step, TICK: self._on_tick,
-                    READY: self._on_ready, ANSWERED: self._on_answered}
+                    READY: self._on_ready, ANSWERED: self._on_answered, STATS: self._on_stats}
         events = 0
         heap = self.heap
         while heap:
@@ -370,11 +346,27 @@ class ClusterSim:
             self._sync_router()
             self._dispatch_waiting()
 
-    def _sync_router(self) -> None:
+    def _sync_router(self, *, replicas_changed: bool = True) -> None:
         live = [h for h in self.hosts if h.live]
-        slots = self.setup.lora.max_loras if self.setup.lora is not None else 0  # the router's slot-aware ranking
-        self.core.update_replicas({h.id: EngineStats(h.id, adapter_slots=slots) if slots else None for h in live})
-        self.out.replica_timeline.append((self.now, len(live)))
+        self.core.update_replicas({h.id: self._engine_stats(h) for h in live})
+        if replicas_changed:
+            self.out.replica_timeline.append((self.now, len(live)))
+
+    def _engine_stats(self, host: Host) -> EngineStats | None:
+        """What a replica's stats poll tells the router: its adapter slots (the slot-aware
+        ranking) and the adapters its host cache holds (cached-first), as serving's do."""
+        lora, slots = self.setup.lora, host.replica.adapters
+        if lora is None or slots is None:
+            return None
+        names = self.setup.adapters
+        return EngineStats(host.id, adapter_slots=lora.max_loras, adapters=names,
+                           adapters_cached=tuple(names[i - 1] for i in slots.cached))
+
+    def _on_stats(self, _payload) -> None:
+        """Serve's routing-stats poll: the routers see each replica's adapters a period late."""
+        self._sync_router(replicas_changed=False)
+        if self.client_events or self.in_flight:
+            self.push(self.now + self.sim.routing.stats_period_s, STATS, None)
 
     def _on_tick(self, _payload) -> None:
         active = [h for h in self.hosts if h.stopped is None and (h.live or not h.flights)]

@@ -24,7 +24,8 @@ from loadtest.cli import build_parser, config_from_args
 from serving.routing import build_policy
 from serving.routing.core import RoutingCore
 from serving.routing.metrics import RoutingMetrics
-from simulator.cluster import ClusterSim, Host, StageRun
+from simulator.cluster import ClusterSim, StageRun
+from simulator.hosts import Host
 from simulator.config import SimulationConfig
 from simulator.replica_setup import ReplicaSetup, replica_setup
 from simulator.errors import SimulationConfigError

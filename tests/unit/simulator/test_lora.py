@@ -196,3 +196,22 @@ def test_slot_aware_routing_keeps_each_adapter_where_it_runs():
         return simulate(config, sim).stages[0].adapters.slot_skips
 
     assert skips(True) < skips(False)
+
+
+def test_the_router_sees_each_replicas_host_cache_and_keeps_adapters_where_they_are_cached():
+    """Two replicas, each with two batch slots and two adapters' room in host memory, four
+    adapters at a light load: the router learns each replica's host cache from its stats
+    poll, as serving's does, and keeps each adapter where it needs no disk read; routers
+    that never hear of the caches (stats polled once an hour) read adapters again and
+    again (8 loads against 36 when this test was written)."""
+    config = load_config("--profile", "poisson:rate=1", "--workload", "random:input_len=32,output_len=8",
+                         "--duration", "120s", "--model-mix", "a=1,b=1,c=1,d=1")
+    engine = load_model("smollm2-135m-instruct", cpu().models_dir).engine.model_copy(
+        update={"lora": LoraSettings(max_loras=2, max_cpu_loras=2)})
+
+    def loads(stats_period_s: float) -> int:
+        sim = cpu(replicas=2, adapters=("a", "b", "c", "d"), engine=engine,
+                  routing=RoutingSpec(policy="least-loaded", stats_period_s=stats_period_s))
+        return simulate(config, sim).stages[0].adapters.loads
+
+    assert loads(1.0) < loads(3600.0) / 2
