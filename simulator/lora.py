@@ -8,7 +8,9 @@ What vLLM 0.32 does, and what is modelled of it:
   adapter would make one more (it stays waiting, the requests behind it may go first):
   :meth:`AdapterSlots.admits`.
 - **Host cache** (``max_cpu_loras``, an LRU): the worker's adapter manager keeps that
-  many adapters loaded in host memory; a batch that needs one more reads it from disk
+  many adapters loaded in host memory; a replica loads every declared adapter before it
+  takes traffic, as serving's do (the last ``max_cpu_loras`` stay: :meth:`AdapterSlots.preload`);
+  a batch that needs one more reads it from disk
   (``load``) and evicts the least recently used; an adapter not in a slot is copied
   into one (``activate``). Both happen inside the forward step that first needs them,
   so they delay every request of that step (:meth:`AdapterSlots.use`).
@@ -95,6 +97,15 @@ class AdapterSlots:
         self._slots: OrderedDict[int, None] = OrderedDict()
         self.running: dict[int, int] = {}  # adapter -> its sequences running (the base's not counted)
         self.counters = AdapterCounters()
+
+    def preload(self, adapters: Iterable[int]) -> None:
+        """Load ``adapters`` into the host cache in this order before any traffic (the last
+        ``host_slots`` stay): no stall and no count, since no request waits for them."""
+        for adapter in adapters:
+            self._host[adapter] = None
+            self._host.move_to_end(adapter)
+            if len(self._host) > self.host_slots:
+                self._host.popitem(last=False)
 
     def admits(self, adapter: int) -> bool:
         """Whether a sequence of ``adapter`` may join the running batch now."""

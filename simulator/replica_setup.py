@@ -42,6 +42,7 @@ class ReplicaSetup:
         if self.lora is not None:
             size = adapter_bytes(self.spec.architecture, self.lora.max_lora_rank, DTYPE_BYTES.get(str(self.spec.dtype), 2))
             slots = AdapterSlots(self.lora.max_loras, self.lora.host_slots, self.hardware.lora.costs(size))
+            slots.preload(range(1, len(self.adapters) + 1))  # loaded before traffic, as serving's replicas do
         return Replica(self.step_model, num_blocks=self.num_blocks, block_size=self.block_size,
                        max_num_seqs=self.engine.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                        prefix_caching=self.engine.enable_prefix_caching, adapters=slots)
