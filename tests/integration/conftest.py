@@ -68,12 +68,10 @@ def pytest_collection_modifyitems(items):
         "test_cli", "test_api", "test_errors", "test_openai_features", "test_disconnect", "test_overload",
         "test_loadtest", "test_auth",
         "test_routing", "test_direct_path", "test_faults",
-        # the sweep's candidates (1 and 2 replicas of one core) are these engines, redeployed:
-        "test_sweep",
         # 2 -> 1 replica under load, 1 -> 2 -> 1 autoscaled, then the drain of the last one:
         "test_drain::test_scaling_down_under_load_loses_no_stream", "test_autoscaling", "test_drain",
         # other engines:
-        "test_adapters", "test_more_bases", "test_gateway_scale_out", "test_tensor_parallel",
+        "test_adapters", "test_more_bases", "test_gateway_scale_out", "test_tensor_parallel", "test_sweep",
     ])}
 
     def place(item) -> int:
