@@ -47,7 +47,7 @@ async def base_stream_gaps(client: httpx.AsyncClient, url: str, stop: asyncio.Ev
     """Stream base-model answers back to back until ``stop``; the gaps between chunks."""
     gaps: list[float] = []
     while not stop.is_set():
-        body = {**chat_body(MODEL, "Tell a long story.", 256)}
+        body = chat_body(MODEL, "Tell a long story.", 256)
         async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
             last = None
             async for line in response.aiter_lines():

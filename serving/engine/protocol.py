@@ -167,7 +167,7 @@ class EngineStats:
         """Adapters in the running batch's slots."""
         return len(self.adapters_active)
 
-    def adapter_residency(self, adapter: str) -> str:
+    def adapter_residency(self, adapter: str) -> Literal["active", "cached", "absent", "unknown"]:
         """Where ``adapter`` is in this engine: ``active`` (in the running batch's slots),
         ``cached`` (in host memory: no disk read to use it), ``absent`` (a request for it
         reads it from disk inside an engine step, stalling the batch), or ``unknown``

@@ -166,13 +166,15 @@ class RoutingCore:
             stats = self._engine.get(c.replica_id)
             return stats is not None and stats.adapter_residency(adapter) == "absent"
 
-        cold = [c for c in fitting if absent(c)]
-        if not cold or len(cold) == len(fitting):
+        warm, cold = [], []
+        for c in fitting:
+            (cold if absent(c) else warm).append(c)
+        if not cold or not warm:
             return fitting
-        warm = [c for c in fitting if c not in cold]
 
-        def load(c: Candidate) -> int:
-            return max(self._assignments.count(c.replica_id), c.serve_queue_len or 0)
+        def load(c: Candidate) -> int:  # what the policy sees as the replica's load
+            return ReplicaLoad(c.replica_id, assigned=self._assignments.count(c.replica_id),
+                               serve_queue_len=c.serve_queue_len).load
 
         return fitting if min(map(load, warm)) > min(map(load, cold)) + COLD_LOAD_MARGIN else warm
 

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 import time
 
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
-
-
-def samples(url: str, name: str) -> dict[tuple, float]:
-    """``{sorted label items: value}`` for every sample called ``name``."""
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == name:
-                out[tuple(sorted(s.labels.items()))] = s.value
-    return out
+from benchmarks.common.metrics import samples  # one /metrics reader for the tests and the benchmarks
 
 
 def by_label(url: str, name: str, label: str) -> dict[str, float]:
