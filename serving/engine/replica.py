@@ -37,6 +37,7 @@ from serving.config.stack import EngineReplicaConfig, NullBackend, StackConfig
 from serving.engine.core_slots import CoreSlot, claim_core_slot
 from serving.engine.cpu_binding import CpuBinding, apply_binding, plan_binding
 from serving.engine.null_engine import NullEngine
+from serving.engine.process_guard import die_with_parent
 from serving.engine.protocol import Engine, EngineStats, GenerationChunk, GenerationRequest
 from serving.errors import ReplicaFailedError
 
@@ -53,6 +54,7 @@ class EngineReplica:
     """One engine replica (Serve deployment ``engine``)."""
 
     def __init__(self, config: EngineReplicaConfig) -> None:
+        die_with_parent()  # its raylet killed, the replica goes at once, its engine with it
         context = serve.get_replica_context()
         self.replica_id = context.replica_tag
         self._core_slot: CoreSlot | None = None  # held for the replica's life (CPU engines)

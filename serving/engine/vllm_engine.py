@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -29,6 +30,7 @@ from serving.config.adapters import AdapterSpec
 from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelSpec
 from serving.engine.adapter_residency import POLL_PERIOD_S, HostCacheWatch
 from serving.engine.adapter_set import AdapterSet, LoadedAdapter
+from serving.engine.process_guard import ProcessGuard, descendants
 from serving.engine.protocol import (
     EngineStats,
     GenerationChunk,
@@ -139,7 +141,11 @@ class VllmEngine:
     def __init__(self, args: AsyncEngineArgs, replica_id: str, *, tool_parser: str | None = None) -> None:
         self._replica_id = replica_id
         self._recorder = EngineStatsRecorder(replica_id)
-        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=self._recorder.stat_loggers)
+        self._guard = ProcessGuard()  # the engine's processes die with this one, however it dies
+        try:
+            self._llm = AsyncLLM.from_engine_args(args, stat_loggers=self._recorder.stat_loggers)
+        finally:
+            self._guard.ready(descendants(os.getpid()))
         self._tool_parsers = (ToolParserFactory(tool_parser, self._llm.get_tokenizer(), str(args.served_model_name))
                               if tool_parser else None)
         self._lora_slots = args.max_loras if args.enable_lora else 0
@@ -268,6 +274,7 @@ class VllmEngine:
         if self._host_cache_poll is not None:
             self._host_cache_poll.cancel()
         self._llm.shutdown()
+        self._guard.close()
 
 
 def _lora_request(adapter: LoadedAdapter) -> LoRARequest:
