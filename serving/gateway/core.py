@@ -171,11 +171,12 @@ class GatewayCore:
             self._metrics.declare_model(served.name)
         return models
 
-    def _ledger(self, config: StackConfig) -> Ledger:
+    def _ledger(self, config: StackConfig, after: Ledger | None = None) -> Ledger:
         """Usage counters, the usage store and the audit trail of this replica."""
         return Ledger(self._usage_metrics, config.usage, config.audit, writer=self.replica_id,
                       home=default_home(), accelerator=config.model.accelerator.value,
-                      accelerators=replica_accelerators(config) if config.gateway.direct else None)
+                      accelerators=replica_accelerators(config) if config.gateway.direct else None,
+                      after=after)
 
     @property
     def service(self) -> GatewayService:
@@ -213,8 +214,9 @@ class GatewayCore:
                 self._keys_task = asyncio.get_running_loop().create_task(self._watch_keys_file())
         self._keys_changed()
         if (config.usage, config.audit) != (self._config.usage, self._config.audit):
-            old, self._service.ledger = self._service.ledger, self._ledger(config)
-            old.close(wait=False)  # its thread writes what it holds, then ends
+            old = self._service.ledger
+            old.close(wait=False)
+            self._service.ledger = self._ledger(config, after=old)  # its thread writes what it holds, then ends
         self._config = config
 
     async def _watch_keys_file(self) -> None:

@@ -56,9 +56,13 @@ class Ledger:
     """Counts every request; writes the store and the audit trail when they are on."""
 
     def __init__(self, metrics: UsageMetrics, usage: UsageSpec, audit: AuditSpec, *, writer: str,
-                 home: Path, accelerator: str = "cpu", accelerators: float | None = None) -> None:
+                 home: Path, accelerator: str = "cpu", accelerators: float | None = None,
+                 after: "Ledger | None" = None) -> None:
         """``accelerators``: what this process holds (an engine replica), for the cost of
-        its running time; None (a gateway without an engine): its time is not recorded."""
+        its running time; None (a gateway without an engine): its time is not recorded.
+        ``after``: the ledger this one replaces (new settings); it writes nothing before
+        that one has written its last records (one audit chain, one writer at a time)."""
+        self._after = after._thread if after is not None else None
         self.metrics, self.writer = metrics, writer
         self.usage, self.audit = usage, audit
         self.store_path = (usage.path or home / "run" / "usage.sqlite") if usage.enabled else None
@@ -98,6 +102,8 @@ class Ledger:
         unrecorded_s = 0.0
         to_store: list[RequestRecord] = []  # each output keeps what it has yet to write
         to_audit: list[RequestRecord] = []
+        if self._after is not None:
+            self._after.join()
         while True:
             stopping = self._stop.wait(self.usage.flush_interval_s)
             new = self._take()

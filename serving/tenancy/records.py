@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs twice as much on the event loop
 class RequestRecord:
     """One request: who (the key's name, never the key), which model, how it ended and
     what it used. ``engine_s``: from the hand-off to the engine until the request ended
