@@ -19,6 +19,8 @@ from serving.tenancy.usage_store import UsageStore
 
 DEFAULT_PRICES = Path(__file__).resolve().parents[1] / "sweeps" / "prices.yaml"
 out = Console()
+REPORT_WIDTH = 160
+"""At least this wide (a pipe or a narrow terminal): a cell is never cut short."""
 
 
 def read_prices(path: Path) -> tuple[dict[str, float], str]:
@@ -58,7 +60,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
         table.add_column(dim, no_wrap=True)
     for col in ("requests", "errors", "prompt tokens", "cached", "output tokens", "engine s", "share",
                 f"cost ({currency})"):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=True)
 
     def cells(usage, share, line_cost):
         return [f"{usage.requests:,}", f"{usage.errors:,}", f"{usage.prompt_tokens:,}", f"{usage.cached_tokens:,}",
@@ -70,7 +72,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
     if lines:
         table.add_section()
         table.add_row("total", *[""] * (len(by) - 1), *cells(total(lines), 1.0 if lines else 0.0, cost))
-    out.print(table)
+    Console(width=max(out.width, REPORT_WIDTH)).print(table)
     return 0
 
 

@@ -33,6 +33,8 @@ from serving.tenancy.usage_store import UsageStore
 log = logging.getLogger("serveout.usage")
 
 MAX_PENDING = 100_000
+FAILURE_LOG_EVERY = 60
+"""A write that keeps failing is logged at its first failure and every this many after."""
 REPLICA_TIME_EVERY_S = 60.0
 """An idle replica records its running time this often (with traffic: at every write)."""
 
@@ -71,6 +73,7 @@ class Ledger:
         self._redact = Redactor(audit.redact) if self.content else None
         self._accelerator, self._accelerators = accelerator, accelerators
         self._pending: collections.deque[RequestRecord] = collections.deque()
+        self._failures: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = None
         if self.store_path is not None or self.audit_dir is not None:
@@ -146,8 +149,10 @@ class Ledger:
 
     def _failed(self, what: str, where: Path, exc: Exception, handle):
         self.metrics.write_failures.labels(what).inc()
-        log.error(json.dumps({"event": f"{what}_write_failed", "path": str(where),
-                              "error": f"{type(exc).__name__}: {exc}"}))
+        self._failures[what] = failures = self._failures.get(what, 0) + 1
+        if failures == 1 or failures % FAILURE_LOG_EVERY == 0:  # loud, not a line every interval
+            log.error(json.dumps({"event": f"{what}_write_failed", "path": str(where), "failures": failures,
+                                  "error": f"{type(exc).__name__}: {exc}"}))
         if handle is not None:
             try:
                 handle.close()
