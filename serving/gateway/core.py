@@ -215,8 +215,8 @@ class GatewayCore:
         self._keys_changed()
         if (config.usage, config.audit) != (self._config.usage, self._config.audit):
             old = self._service.ledger
-            old.close(wait=False)
-            self._service.ledger = self._ledger(config, after=old)  # its thread writes what it holds, then ends
+            old.close(wait=False)  # its thread writes what it holds, then ends
+            self._service.ledger = self._ledger(config, after=old)  # writes once the old one is done
         self._config = config
 
     async def _watch_keys_file(self) -> None:

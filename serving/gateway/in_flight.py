@@ -70,8 +70,9 @@ class InFlight:
         service.drain_state.track(self)
 
     def _stream(self, request: GenerationRequest, avoid_replica: str | None = None):
-        chunks = self.served.engine.stream(request, avoid_replica=avoid_replica) if avoid_replica \
-            else self.served.engine.stream(request)
+        """The engine's chunks of ``request`` (kept too when the audit records content)."""
+        engine = self.served.engine
+        chunks = engine.stream(request, avoid_replica=avoid_replica) if avoid_replica else engine.stream(request)
         if self.captured is None:
             return chunks
         self.captured.clear()
