@@ -3,6 +3,7 @@ a truncated, a removed file each reported at the first broken record."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from serving.tenancy.audit_chain import line_hash
@@ -59,7 +60,7 @@ def test_an_altered_record_breaks_the_chain_at_the_next_line(tmp_path, capsys):
     _, broken = verify_path(audit.path)
     assert broken.line == 5 and not broken.truncated
     assert "line 4 was altered" in broken.reason
-    assert cmd_audit_verify(type("Args", (), {"path": str(tmp_path)})) == 1
+    assert cmd_audit_verify(argparse.Namespace(path=str(tmp_path))) == 1
     assert "broken" in capsys.readouterr().out
 
 
@@ -77,7 +78,7 @@ def test_a_record_cut_short_is_reported_as_truncated(tmp_path, capsys):
     audit.path.write_bytes(data[:-25])  # a crash in the middle of the last line
     _, broken = verify_path(audit.path)
     assert broken.truncated and broken.line == 6
-    assert cmd_audit_verify(type("Args", (), {"path": str(audit.path)})) == 1
+    assert cmd_audit_verify(argparse.Namespace(path=str(audit.path))) == 1
     assert "cut short" in capsys.readouterr().out
 
 
@@ -98,5 +99,5 @@ def test_a_missing_or_altered_rotated_file_breaks_the_set(tmp_path):
 def test_an_intact_folder_verifies_with_exit_0(tmp_path, capsys):
     write(tmp_path, 3, writer="a")
     write(tmp_path, 4, writer="b")
-    assert cmd_audit_verify(type("Args", (), {"path": str(tmp_path)})) == 0
+    assert cmd_audit_verify(argparse.Namespace(path=str(tmp_path))) == 0
     assert "7 records" in capsys.readouterr().out
