@@ -34,6 +34,7 @@ from serving.cluster.drain_node import add_drain_command
 from serving.manifests import add_render_command
 from serving.model_store import ModelStore, models_dir
 from serving.adapters_cli import add_adapters_command, start_admin_api
+from serving.tenancy_cli import add_tenancy_commands
 from serving.run_state import read_state, request_headers, rerun_in_stack_netns, state_file, write_state
 from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
 
@@ -324,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_render_command(sub, models_dir=models_dir)
     add_drain_command(sub)
     add_adapters_command(sub)
+    add_tenancy_commands(sub)
     return parser
 
 

@@ -43,6 +43,11 @@ class TokenBucket:
         self.capacity, self.rate, self.level = (
             self.capacity * factor, self.rate * factor, self.level * factor)
 
+    def remaining(self, now: float) -> tuple[float, float]:
+        """The level now and the seconds until the budget is full again."""
+        self._refill(now)
+        return self.level, max(0.0, (self.capacity - self.level) / self.rate)
+
     def add(self, amount: float, now: float) -> None:
         """Take (negative ``amount``) or give back, never above capacity."""
         self._refill(now)

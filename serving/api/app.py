@@ -49,8 +49,9 @@ class _ClosingStreamingResponse(StreamingResponse):
     """A streaming response that always runs ``on_close``, even if the client left
     before the first byte (when the body generator never started)."""
 
-    def __init__(self, stream: EventStream) -> None:
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", REPLICA_HEADER: stream.replica_id}
+    def __init__(self, stream: EventStream, extra_headers: dict[str, str]) -> None:
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", REPLICA_HEADER: stream.replica_id,
+                   **extra_headers}
         super().__init__(stream.events, media_type="text/event-stream", headers=headers)
         self._on_close = stream.close
 
@@ -61,7 +62,11 @@ class _ClosingStreamingResponse(StreamingResponse):
             await self._on_close()
 
 
-def _response(result: JsonAnswer | EventStream, on_end: Callable[[], None] | None = None) -> Response:
+def _response(result: JsonAnswer | EventStream, on_end: Callable[[], None] | None = None,
+              headers: dict[str, str] | None = None) -> Response:
+    """The HTTP answer; ``headers`` (the key's rate-limit figures) go on it before the
+    first byte, for a stream too."""
+    headers = headers or {}
     if isinstance(result, EventStream):
         if on_end is not None:
             close = result.close
@@ -73,10 +78,10 @@ def _response(result: JsonAnswer | EventStream, on_end: Callable[[], None] | Non
                     on_end()
 
             result = dataclasses.replace(result, close=close_then_end)
-        return _ClosingStreamingResponse(result)
+        return _ClosingStreamingResponse(result, headers)
     if on_end is not None:
         on_end()
-    return JSONResponse(result.body, headers={REPLICA_HEADER: result.replica_id})
+    return JSONResponse(result.body, headers={REPLICA_HEADER: result.replica_id, **headers})
 
 
 async def _claimed_plan(request: Request, plans: HandoffStore | None) -> Handoff | None:
@@ -179,18 +184,21 @@ def build_http_app(
             except BaseException:
                 plans.finish(plan)
                 raise
-            return _response(result, on_end=lambda: plans.finish(plan))
+            return _response(result, on_end=lambda: plans.finish(plan),
+                             headers=service.rate_limit_headers(caller))
         if plan is not None:  # planned for the other endpoint: this one answers from the body
             plans.finish(plan)
         try:
             body = await body_of(request, model)
         except (RequestError, ValidationError) as exc:
             endpoint = "chat" if model is ChatCompletionRequest else "completions"
-            service.metrics.count_request("unknown", endpoint, str(map_error(exc).status), caller.name)
+            status = map_error(exc).status
+            service.metrics.count_request("unknown", endpoint, str(status), caller.name)
+            service.account_refusal("unknown", endpoint, status, caller, request.state.request_id)
             raise
         result = await service.complete(body, caller=caller, session_id=request.headers.get("x-session-id"),
                                         trace_id=request.state.request_id)
-        return _response(result)
+        return _response(result, headers=service.rate_limit_headers(caller))
 
     @app.post("/v1/chat/completions", **route_docs(
         body=ChatCompletionRequest, answer=answers.ChatCompletion, stream=answers.ChatCompletionChunk,
@@ -262,13 +270,20 @@ def build_http_app(
         text = await metrics_text() if metrics_text is not None else generate_latest(registry)
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
+    def keyed(request: Request, error: ErrorResponse) -> JSONResponse:
+        """An error answer, with the caller's rate-limit headers when its key has limits."""
+        caller = getattr(request.state, "caller", None)
+        if caller is not None:
+            error = dataclasses.replace(error, headers={**service.rate_limit_headers(caller), **error.headers})
+        return _json(error)
+
     @app.exception_handler(RequestError)
-    async def on_request_error(_: Request, exc: RequestError):
-        return _json(map_error(exc))
+    async def on_request_error(request: Request, exc: RequestError):
+        return keyed(request, map_error(exc))
 
     @app.exception_handler(ValidationError)
-    async def on_validation_error(_: Request, exc: ValidationError):
-        return _json(map_error(exc))
+    async def on_validation_error(request: Request, exc: ValidationError):
+        return keyed(request, map_error(exc))
 
     @app.exception_handler(RequestValidationError)
     async def on_fastapi_validation(_: Request, exc: RequestValidationError):

@@ -13,6 +13,7 @@ from serving.config.adapters import AdapterSpec, adapter_problems, lora_settings
 from serving.config.drain import DrainSpec
 from serving.config.gateway import GatewaySpec
 from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelSpec, Strict
+from serving.config.tenancy import AuditSpec, UsageSpec
 
 
 class RoutingPolicyName(enum.StrEnum):
@@ -197,6 +198,8 @@ class StackConfig(Strict):
     routing: RoutingSpec = RoutingSpec()
     gateway: GatewaySpec = GatewaySpec()
     drain: DrainSpec = DrainSpec()
+    usage: UsageSpec = UsageSpec()
+    audit: AuditSpec = AuditSpec()
     more_bases: tuple[BaseDeployment, ...] = Field(
         (), description="further base models, each with its own engine deployment and adapters, behind the "
         "same endpoint (gateway.mode separate: a direct-mode app routes to one deployment)")

@@ -123,6 +123,7 @@ class GenerationChunk:
     prompt_tokens: int
     completion_tokens: int
     finished: bool = False
+    cached_tokens: int | None = None  # prompt tokens found in the prefix cache (set when finished)
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,7 @@ class VllmEngine:
                     prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens,
                     finished=out.finished,
+                    cached_tokens=out.num_cached_tokens if out.finished else None,
                 )
 
     def _readers(self, request: GenerationRequest):

@@ -21,6 +21,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 from pathlib import Path
 
 from prometheus_client import REGISTRY
@@ -42,6 +43,9 @@ from serving.gateway.replica_status import ReplicaCounts, ServeReplicaWatcher
 from serving.gateway.service import GatewayService, ServedModel
 from serving.openai.tokenization import prompt_tokenizer
 from serving.routing.metrics import routing_collector
+from serving.model_store import default_home
+from serving.tenancy.ledger import Ledger
+from serving.tenancy.metering import UsageMetrics
 
 log = logging.getLogger("serveout.gateway")
 
@@ -70,6 +74,15 @@ class KeysFile:
             raise
         log.info(json.dumps({"event": "keys_file_reloaded", "path": str(self.path), "keys": len(self.ring.names)}))
         return True
+
+
+def replica_accelerators(config: StackConfig) -> float:
+    """What one engine replica holds: its TP ranks' GPUs, or on a CPU its cores."""
+    tp = config.model.tensor_parallel_size
+    if config.model.accelerator.value != "cpu":
+        return float(tp)
+    cores = config.replicas.cpus_per_rank or max(1, (os.cpu_count() or 1) // config.max_replica_count)
+    return float(tp * cores)
 
 
 def _scales_from_zero(base: StackConfig) -> bool:
@@ -116,11 +129,13 @@ class GatewayCore:
                        for i, (name, base) in enumerate(zip(config.engine_deployments, config.bases))]
         self._admission = self._bases[0][0].admission  # the first base's: /status reports it
         self._watcher = self._bases[0][1]
+        self._usage_metrics = UsageMetrics(self._registry)
         self._service = GatewayService(
             self._served_models(config), self._metrics,
             request_timeout_s=gateway.request_timeout_s,
             log_prompts=gateway.log_prompts,
             rate_limiter=self._rate_limiter,
+            ledger=self._ledger(config),
         )
         self._plans = plans
         self._keys_task = (asyncio.get_running_loop().create_task(self._watch_keys_file())
@@ -155,6 +170,13 @@ class GatewayCore:
         for served in models:
             self._metrics.declare_model(served.name)
         return models
+
+    def _ledger(self, config: StackConfig, after: Ledger | None = None) -> Ledger:
+        """Usage counters, the usage store and the audit trail of this replica."""
+        return Ledger(self._usage_metrics, config.usage, config.audit, writer=self.replica_id,
+                      home=default_home(), accelerator=config.model.accelerator.value,
+                      accelerators=replica_accelerators(config) if config.gateway.direct else None,
+                      after=after)
 
     @property
     def service(self) -> GatewayService:
@@ -191,6 +213,10 @@ class GatewayCore:
             if self._keys is not None and self._keys_task is None:
                 self._keys_task = asyncio.get_running_loop().create_task(self._watch_keys_file())
         self._keys_changed()
+        if (config.usage, config.audit) != (self._config.usage, self._config.audit):
+            old = self._service.ledger
+            old.close(wait=False)  # its thread writes what it holds, then ends
+            self._service.ledger = self._ledger(config, after=old)  # writes once the old one is done
         self._config = config
 
     async def _watch_keys_file(self) -> None:
@@ -225,6 +251,7 @@ class GatewayCore:
             self._keys_task.cancel()
         if self._fleet is not None:
             await self._fleet.close()
+        await asyncio.to_thread(self._service.ledger.close)
 
     def _publish_replicas(self, model: str, engines: ReplicaCounts, sharers: ReplicaCounts) -> None:
         gauge = self._metrics.replicas

@@ -19,6 +19,7 @@ from serving.engine.protocol import GenerationChunk, GenerationRequest
 from serving.errors import DeadlineExceededError, EngineError, ReplicaFailedError, RequestError, ServerDrainingError
 from serving.openai.error_mapping import map_error
 from serving.openai.frames import ResponseAssembler, StreamEncoder
+from serving.tenancy.records import RequestRecord
 
 if TYPE_CHECKING:
     from serving.gateway.service import GatewayService, ServedModel
@@ -49,7 +50,12 @@ class InFlight:
         self.service, self.served, self.request = service, served, request
         self.endpoint, self.started, self.admitted = endpoint, started, admitted
         self.key = admitted.caller.name
-        self.chunks = served.engine.stream(request)
+        ledger = service.ledger
+        # The audit trail's content (opt-in) keeps the chunks the client got; off, the
+        # engine's stream is read as it is (no per-chunk work).
+        self.captured: list[GenerationChunk] | None = [] if ledger is not None and ledger.content else None
+        self.handed_off = time.monotonic()
+        self.chunks = self._stream(request)
         self.last: GenerationChunk | None = None
         self.retried = False
         self.closed = False
@@ -62,6 +68,15 @@ class InFlight:
         service.metrics.in_flight.labels(served.name).inc()
         service.metrics.key_in_flight.labels(self.key).inc()
         service.drain_state.track(self)
+
+    def _stream(self, request: GenerationRequest, avoid_replica: str | None = None):
+        """The engine's chunks of ``request`` (kept too when the audit records content)."""
+        engine = self.served.engine
+        chunks = engine.stream(request, avoid_replica=avoid_replica) if avoid_replica else engine.stream(request)
+        if self.captured is None:
+            return chunks
+        self.captured.clear()
+        return _capturing(chunks, self.captured)
 
     def cut(self, error: ServerDrainingError) -> None:
         """End the request with ``error``: at once if it waits for a chunk, else before
@@ -131,7 +146,7 @@ class InFlight:
         await self.chunks.aclose()
         self.last = None
         self.request = dataclasses.replace(self.request, request_id=f"{self.request.request_id}-retry")
-        self.chunks = self.served.engine.stream(self.request, avoid_replica=failure.replica_id)
+        self.chunks = self._stream(self.request, avoid_replica=failure.replica_id)
 
     async def collect(self, first: GenerationChunk, new_assembler: Callable[[], ResponseAssembler]) -> dict:
         """The whole answer. Nothing is sent before it is complete, so a replica that dies
@@ -190,6 +205,8 @@ class InFlight:
         metrics.latency.labels(model, self.endpoint).observe(time.monotonic() - self.started)
         if last is not None:
             metrics.record_tokens(model, last.prompt_tokens, last.completion_tokens, self.key)
+        if self.service.ledger is not None:
+            self._account(int(status), last)
         metrics.key_in_flight.labels(self.key).dec()
         metrics.in_flight.labels(model).dec()  # last: a scraper seeing 0 in flight sees every token
         log_request(
@@ -201,6 +218,29 @@ class InFlight:
             latency_s=round(time.monotonic() - self.started, 4),
             error=type(error).__name__ if status not in ("200", "499") else None,
         )
+
+
+    def _account(self, status: int, last: GenerationChunk | None) -> None:
+        """Meter the request and queue its usage and audit record (O(1))."""
+        now = time.monotonic()
+        content = self.captured is not None
+        self.service.ledger.record(RequestRecord(
+            at=time.time(), key=self.key, model=self.served.name, endpoint=self.endpoint, status=status,
+            prompt_tokens=last.prompt_tokens if last else 0, cached_tokens=last.cached_tokens if last else None,
+            output_tokens=last.completion_tokens if last else 0, engine_s=now - self.handed_off,
+            latency_s=now - self.started, request_id=self.request.trace_id,
+            prompt_ids=self.request.prompt_token_ids if content else None,
+            chunks=self.captured, decode=self.served.tokenizer.decode if content else None))
+
+
+async def _capturing(chunks: AsyncIterator[GenerationChunk], into: list[GenerationChunk]):
+    """``chunks``, each also kept in ``into`` (the audit trail's content)."""
+    try:
+        async for chunk in chunks:
+            into.append(chunk)
+            yield chunk
+    finally:
+        await chunks.aclose()
 
 
 def log_request(**fields) -> None:

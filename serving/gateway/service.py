@@ -37,6 +37,9 @@ from serving.openai.error_mapping import map_error
 from serving.openai.frames import ChatFormat, CompletionFormat, ResponseAssembler, ResponseHeader, StreamEncoder
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, new_id
 from serving.openai.validation import Tokenizer, ValidatedRequest, validate_completion
+from serving.admission.rate_headers import rate_limit_headers
+from serving.tenancy.ledger import Ledger
+from serving.tenancy.records import RequestRecord
 
 @dataclass
 class ServedModel:
@@ -94,6 +97,7 @@ class GatewayService:
         request_timeout_s: float,
         log_prompts: bool = False,
         rate_limiter: KeyRateLimiter | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.models = {m.name: m for m in models}
         self.metrics = metrics
@@ -101,6 +105,7 @@ class GatewayService:
         self.request_timeout_s = request_timeout_s
         self.log_prompts = log_prompts
         self.drain_state = Drain()
+        self.ledger = ledger  # usage counters, store and audit trail (None: not kept)
 
     @property
     def draining(self) -> bool:
@@ -132,6 +137,20 @@ class GatewayService:
                                      param="model")
         raise ModelNotFoundError(
             f"The model `{name}` does not exist. Served models: {', '.join(self.models)}", param="model")
+
+    def rate_limit_headers(self, caller: Caller) -> dict[str, str]:
+        """OpenAI's ``x-ratelimit-*`` headers for ``caller``'s rpm / tpm budgets now
+        (:mod:`serving.admission.rate_headers`; empty when its key has neither)."""
+        if caller.limits.rpm is None and caller.limits.tpm is None:
+            return {}
+        return rate_limit_headers(self.rate_limiter, caller)
+
+    def account_refusal(self, model: str, endpoint: str, status: int, caller: Caller,
+                        trace_id: str | None, latency_s: float = 0.0) -> None:
+        """Meter and audit a request answered with an error before it reached an engine."""
+        if self.ledger is not None:
+            self.ledger.record(RequestRecord(at=time.time(), key=caller.name, model=model, endpoint=endpoint,
+                                             status=status, latency_s=latency_s, request_id=trace_id))
 
     def visible_models(self, caller: Caller) -> list[ServedModel]:
         """The models ``caller``'s key may call (what ``/v1/models`` lists to it)."""
@@ -222,6 +241,7 @@ class GatewayService:
                     self.metrics.count_rejected(model, caller.name, exc.reason)
                 log_request(request_id=trace_id, model=model, endpoint=endpoint, status=status,
                             key=caller.name, error=type(exc).__name__)
+                self.account_refusal(model, endpoint, status, caller, trace_id, time.monotonic() - started)
             raise
         if self.log_prompts:
             log_request(request_id=trace_id, engine_request_id=request.request_id,

@@ -1,7 +1,8 @@
 """API keys on the real stack, with the official openai client: 401 without or with a
 wrong key, 200 with a right one, 429 + Retry-After past a key's rpm, fair sharing of the
-admission bound between a heavy key and a light one, and a keys file changed on disk
-taking effect without a restart and without cutting a stream.
+admission bound between a heavy key and a light one, a keys file changed on disk
+taking effect without a restart and without cutting a stream; OpenAI's rate-limit
+headers (streamed, whole and on a 429), the usage store and the audit trail.
 
 Two engine replicas serve HTTP themselves (the direct mode): each enforces half of the
 app's bound and of every key's limits."""
@@ -23,12 +24,13 @@ pytestmark = pytest.mark.integration
 
 LIMIT = 8  # gateway.max_in_flight: 4 per replica, of which each of two active keys gets 2
 KEYS = {"heavy": "sk-heavy-0123456789abcdef", "light": "sk-light-0123456789abcdef",
-        "limited": "sk-limited-0123456789abcdef"}
+        "limited": "sk-limited-0123456789abcdef", "metered": "sk-metered-0123456789abcdef"}
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4}
 
 
 KEYS_TEXT = ("# test keys\n"
-             f"heavy:{KEYS['heavy']}\nlight:{KEYS['light']}\nlimited:{KEYS['limited']} rpm=2\n")
+             f"heavy:{KEYS['heavy']}\nlight:{KEYS['light']}\nlimited:{KEYS['limited']} rpm=2\n"
+             f"metered:{KEYS['metered']} rpm=20 tpm=600\n")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,9 @@ def auth_stack(stack, keys_file):
     stack.ensure({"replicas": BASE["replicas"],
                   "gateway": {"port": PORT, "max_in_flight": LIMIT, "api_keys_file": str(path),
                               # the light key stays active through the whole fairness test
-                              "fair_share_window_s": 120}})
+                              "fair_share_window_s": 120},
+                  "usage": {"path": str(path.parent / "usage.sqlite"), "flush_interval_s": 0.2},
+                  "audit": {"enabled": True, "dir": str(path.parent / "audit")}})
     return stack
 
 
@@ -95,6 +99,11 @@ def test_past_a_keys_rpm_is_429_with_retry_after(auth_stack):
     assert 1 <= served <= 2
     assert err.value.code == "rate_limit_exceeded"
     assert 1 <= int(err.value.response.headers["retry-after"]) <= 60
+    headers = err.value.response.headers  # the 429 says where the budget stands
+    assert headers["x-ratelimit-limit-requests"] == "1"  # rpm=2, half on each replica
+    assert headers["x-ratelimit-remaining-requests"] == "0"
+    assert headers["x-ratelimit-reset-requests"].endswith("s")
+    assert "x-ratelimit-limit-tokens" not in headers  # the key has no tpm
 
 
 def test_a_heavy_key_cannot_starve_a_light_one(auth_stack):
@@ -169,3 +178,58 @@ def test_a_changed_keys_file_takes_effect_without_a_restart_or_a_cut_stream(auth
         assert usage and usage[0].completion_tokens == 96  # the stream under way completed
     finally:
         keys_file.write_text(KEYS_TEXT)
+
+
+def test_rate_limit_headers_on_whole_and_streamed_answers_then_usage_and_audit(auth_stack, keys_file):
+    """The metered key (rpm=20, tpm=600: each replica enforces half, refilling slowly
+    enough that a request's own decrement shows) gets OpenAI's
+    headers on a whole answer and before a stream's first frame; the usage store then
+    holds exactly the tokens the answers reported, `serving usage` shows them, and the
+    audit trail verifies."""
+    from serving.tenancy.audit_files import verify_path
+    from serving.tenancy.usage_store import UsageStore
+
+    api = client(auth_stack, KEYS["metered"])
+    reported = {"requests": 0, "tokens": 0}
+    for _ in range(3):
+        raw = api.chat.completions.with_raw_response.create(**CHAT)
+        headers, usage = raw.headers, raw.parse().usage
+        assert headers["x-ratelimit-limit-requests"] == "10"
+        assert headers["x-ratelimit-limit-tokens"] == "300"
+        assert int(headers["x-ratelimit-remaining-requests"]) < 10  # this one was counted (1 refills in 6 s)
+        assert int(headers["x-ratelimit-remaining-tokens"]) < 300  # charged its usage (5 refill per second)
+        assert headers["x-ratelimit-reset-requests"].endswith("s")
+        reported["requests"] += 1
+        reported["tokens"] += usage.total_tokens
+    with httpx.stream("POST", f"{auth_stack.url}/v1/chat/completions", timeout=60,
+                      headers={"Authorization": f"Bearer {KEYS['metered']}"},
+                      json={**CHAT, "stream": True, "stream_options": {"include_usage": True}}) as response:
+        assert response.status_code == 200
+        assert response.headers["x-ratelimit-limit-tokens"] == "300"  # before the first frame
+        # streamed: the reservation (prompt + max_tokens) is what the budget holds back
+        assert int(response.headers["x-ratelimit-remaining-tokens"]) < 300
+        frames = [line for line in response.iter_lines() if line.startswith("data: {")]
+    import json
+    streamed = json.loads(frames[-1][6:])["usage"]
+    reported["requests"] += 1
+    reported["tokens"] += streamed["total_tokens"]
+
+    store_path = keys_file.parent / "usage.sqlite"
+
+    def stored() -> dict:
+        if not store_path.exists():
+            return {}
+        rows = [r for r in UsageStore(store_path, read_only=True).rows(0) if r.key == "metered"]
+        return {"requests": sum(r.usage.requests for r in rows),
+                "tokens": sum(r.usage.prompt_tokens + r.usage.output_tokens for r in rows)}
+
+    assert wait_until(lambda: stored() == reported, timeout_s=20), (stored(), reported)
+    from serving.cli import main
+    assert main(["usage", "--since", "1h", "--by", "key,model", "--store", str(store_path)]) == 0
+    audit = keys_file.parent / "audit"
+    verdicts, broken = verify_path(audit)
+    assert broken is None, broken
+    assert main(["audit", "verify", str(audit)]) == 0
+    text = "".join(open(v.file).read() for v in verdicts)
+    assert text.count('"key":"metered"') >= 4 and '"status":429' in text  # the limited key's refusal too
+    assert "Say hi" not in text  # no content by default
