@@ -167,10 +167,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     config = stack_config_from_args(args, store)
     keys = load_keys(config)
 
-    from serving.cluster.local import ClusterOptions, LocalCluster
+    from serving.cluster.local import ClusterOptions, LocalCluster, hard_stop_after
 
     cluster = LocalCluster(ClusterOptions(
-        log_to_driver=args.verbose, http_host=config.gateway.host, http_port=config.gateway.port))
+        log_to_driver=args.verbose, http_host=config.gateway.host, http_port=config.gateway.port,
+        hard_stop_after_s=hard_stop_after(config)))
     started = time.monotonic()
     try:
         with console.status("starting Ray") as status:

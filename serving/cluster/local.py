@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import os
 import re
 import shutil
@@ -36,7 +37,21 @@ ROUTER_BODY_BYTES = 256 * 1024
 longer bodies reach their replica unplanned, which then tokenises them itself."""
 
 
-def direct_ingress_env(num_cpus: int) -> dict[str, str]:
+HARD_STOP_ENV = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
+HARD_STOP_MARGIN_S = 30
+"""How long past a request's deadline a reloaded HAProxy may still carry it (its error
+event, the connection's close)."""
+
+
+def hard_stop_after(config: StackConfig) -> int:
+    """How long a reloaded HAProxy may carry the streams it holds: the longest a request
+    may run (``gateway.request_timeout_s``, or ``drain.timeout_s`` if longer) plus a
+    margin, so a scale change never cuts a stream before its own deadline."""
+    longest = max(config.gateway.request_timeout_s, config.drain.timeout_s)
+    return math.ceil(longest) + HARD_STOP_MARGIN_S
+
+
+def direct_ingress_env(num_cpus: int, hard_stop_after_s: int = 330) -> dict[str, str]:
     """Ray and Ray Serve settings the direct mode needs in every Ray process (read at
     import, so set before Ray starts: the driver here, ``ray start`` on a cluster).
 
@@ -56,6 +71,17 @@ def direct_ingress_env(num_cpus: int) -> dict[str, str]:
         "RAY_SERVE_HAPROXY_RETRY_ON": "conn-failure empty-response 503",
         "RAY_SERVE_HAPROXY_NBTHREAD": str(max(1, min(4, num_cpus // 2))),
         "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
+        # A replica whose process died: the first refused connection marks it down in
+        # HAProxy (Serve's default waits for 3), so a router that still names it (until
+        # Serve's update) costs a request no retry: HAProxy skips a down server even when
+        # the router pinned it. Health checks every second (Serve's default: 5 s) bring
+        # a replica marked down by mistake back within ~0.5 s (2 checks at 250 ms).
+        "RAY_SERVE_HAPROXY_OBSERVE_ERROR_LIMIT": "1",
+        "RAY_SERVE_HAPROXY_HEALTH_CHECK_INTER": "1s",
+        # After a reload (every change of the replicas), the old HAProxy keeps serving the
+        # streams it holds until they end, but at most this long (Serve's default: 120 s
+        # cut a healthy stream longer than that): a request's longest life, with margin.
+        HARD_STOP_ENV: str(hard_stop_after_s),
         # One node: HAProxy's view of the replicas updates in ~0.1 s; Serve's default 30 s
         # is for many HAProxies learning of a replica that stops.
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
@@ -93,14 +119,15 @@ class ClusterOptions:
     log_to_driver: bool = False
     http_host: str = "127.0.0.1"
     http_port: int = 8000
+    hard_stop_after_s: int = 330  # hard_stop_after() of the stack's defaults
 
 
-def apply_direct_ingress_env(num_cpus: int | None = None) -> None:
+def apply_direct_ingress_env(num_cpus: int | None = None, hard_stop_after_s: int = 330) -> None:
     """Put :func:`direct_ingress_env` in this process's environment (values already set
     win), before Ray Serve is imported: Serve reads them once, at import. Raises
     :class:`ClusterError` when Serve was imported without them."""
     cores = num_cpus or len(os.sched_getaffinity(0))
-    for name, value in direct_ingress_env(cores).items():
+    for name, value in direct_ingress_env(cores, hard_stop_after_s).items():
         os.environ.setdefault(name, value)
     constants = ray_internals.serve_constants_imported()
     if constants is not None and not constants.RAY_SERVE_ENABLE_HA_PROXY and os.environ[
@@ -126,7 +153,7 @@ class LocalCluster:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         num_cpus = self.options.num_cpus or len(os.sched_getaffinity(0))
-        apply_direct_ingress_env(num_cpus)
+        apply_direct_ingress_env(num_cpus, self.options.hard_stop_after_s)
 
         import ray
         from ray import serve

@@ -23,29 +23,22 @@ The same settings serve both gateway modes: the separate mode runs behind HAProx
 
 from __future__ import annotations
 
-import math
 import shlex
 
 from serving.config.stack import StackConfig
-from serving.cluster.local import direct_ingress_env
+from serving.cluster.local import HARD_STOP_ENV, direct_ingress_env, hard_stop_after
 from serving.manifests.sizing import FrontEndSizing
 
 ROUTERS_ENV = "RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE"
 THREADS_ENV = "RAY_SERVE_HAPROXY_NBTHREAD"
-HARD_STOP_ENV = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
-HARD_STOP_MARGIN_S = 30
-"""How long past a request's deadline a reloaded HAProxy may still carry it (its error
-event, the connection's close)."""
 
 
 def ray_serve_env(config: StackConfig, plan: FrontEndSizing, pod_cpus: int) -> dict[str, str]:
     """The Serve settings of a Ray process on a pod (or VM) with ``pod_cpus`` cores."""
-    env = direct_ingress_env(pod_cpus)
+    env = direct_ingress_env(pod_cpus, hard_stop_after(config))
     env[ROUTERS_ENV] = str(plan.routers_per_node)
     if plan.haproxy_threads is not None:
         env[THREADS_ENV] = str(min(plan.haproxy_threads, pod_cpus))
-    longest = max(config.gateway.request_timeout_s, config.drain.timeout_s)
-    env[HARD_STOP_ENV] = str(math.ceil(longest) + HARD_STOP_MARGIN_S)
     return env
 
 
