@@ -108,7 +108,8 @@ class ProcessGuard:
 def die_with_parent() -> None:
     """Have the kernel SIGKILL this process when its parent dies (Linux; elsewhere a
     no-op). For a process whose parent is a long-lived daemon (a Ray worker under its
-    raylet): the signal follows the parent *thread* that started it."""
+    raylet). The kernel keeps the setting per thread: call it from a thread that lives
+    as long as the process (calling it from several is harmless)."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 

@@ -150,6 +150,7 @@ class EngineReplica:
         """Start the watchdog that notices a dead engine while no request runs (once;
         from a Serve call, because ``__init__`` runs outside the replica's event loop)."""
         if self._watchdog is None:
+            die_with_parent()  # again from the event loop's thread, which lives as long as the replica
             self._watchdog = asyncio.create_task(self._watch_engine())
 
     async def _watch_engine(self) -> None:

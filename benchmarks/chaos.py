@@ -1,0 +1,267 @@
+"""Faults under load on the real stack: what clients see, per fault.
+
+Deploys the default model on 2 engine replicas (the direct mode: HAProxy, two routers,
+the engine replicas serving HTTP themselves), then for each fault, one after the other:
+
+1. waits for 2 ready replicas;
+2. starts ``--whole`` non-streamed and ``--streams`` streamed chat requests at once
+   (``--max-tokens`` tokens each, ``ignore_eos``);
+3. once a stream has its first token, applies the fault to the replica serving it (or
+   to a router), then sends one more whole request every 0.25 s for ``--after`` s;
+4. waits for every request (one with no answer after ``--timeout`` s is *hung*), then
+   for Serve to have 2 ready replicas again (the time to recover, from the fault).
+
+Faults: ``engine-core`` (SIGKILL of the replica's vLLM EngineCore), ``replica``
+(SIGKILL of the replica's process), ``hung-replica`` (SIGSTOP of the replica's
+process: the loopback stand-in for a partitioned node; Serve's health check replaces
+it), ``router`` (SIGKILL of one of the node's two routers).
+
+Per fault it prints: requests sent, answered 200, 429, other 4xx, 5xx, hung; streams
+completed, ended with an error event, cut (the connection closed before ``[DONE]``),
+resumed (serveout resumes none yet: always 0); the time to recover. Figures are
+written to ``results/chaos.json``, never asserted. As root it re-runs itself in a
+loopback-only network namespace.
+
+    .venv/bin/python -m benchmarks.chaos [--faults engine-core,replica,hung-replica,router]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.common.isolation import loopback_if_root
+from benchmarks.common.metrics import samples
+from benchmarks.common.model import MODEL, stack_config
+from serving.cluster.local import ClusterOptions, LocalCluster
+
+REPO = Path(__file__).resolve().parents[1]
+FAULTS = ("engine-core", "replica", "hung-replica", "router")
+HUNG = 0  # the status of a request with no answer within --timeout
+CUT = -1  # the status of a request whose connection closed without an answer
+console = Console() if sys.stdout.isatty() else Console(width=160)
+
+
+@dataclass
+class FaultReport:
+    fault: str
+    sent: int = 0
+    ok: int = 0
+    refused: int = 0  # 429
+    other_4xx: int = 0
+    server_errors: int = 0  # 5xx
+    hung: int = 0
+    cut_whole: int = 0  # a whole request whose connection closed with no answer
+    streams_completed: int = 0
+    streams_error_event: int = 0
+    streams_cut: int = 0
+    streams_resumed: int = 0  # not implemented: a cut stream is not resumed
+    recover_s: float | None = None
+    statuses: dict[str, int] = field(default_factory=dict)
+
+    def count(self, status: int) -> None:
+        self.sent += 1
+        self.statuses[str(status)] = self.statuses.get(str(status), 0) + 1
+        if status == 200:
+            self.ok += 1
+        elif status == 429:
+            self.refused += 1
+        elif 400 <= status < 500:
+            self.other_4xx += 1
+        elif status >= 500:
+            self.server_errors += 1
+        elif status == HUNG:
+            self.hung += 1
+        elif status == CUT:
+            self.cut_whole += 1
+
+
+def body(stream: bool, max_tokens: int) -> dict:
+    data = {"model": MODEL, "messages": [{"role": "user", "content": "Count slowly to one hundred."}],
+            "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0}
+    return data | ({"stream": True} if stream else {})
+
+
+async def whole(client: httpx.AsyncClient, url: str, max_tokens: int, timeout_s: float) -> int:
+    try:
+        response = await asyncio.wait_for(client.post(f"{url}/v1/chat/completions", json=body(False, max_tokens)),
+                                          timeout_s)
+    except TimeoutError:
+        return HUNG
+    except httpx.TransportError:
+        return CUT
+    return response.status_code
+
+
+async def stream(client: httpx.AsyncClient, url: str, max_tokens: int, timeout_s: float,
+                 first: asyncio.Future) -> tuple[int, str]:
+    """(HTTP status, how the stream ended: completed, error_event, cut or hung)."""
+    async def read() -> tuple[int, str]:
+        async with client.stream("POST", f"{url}/v1/chat/completions", json=body(True, max_tokens)) as response:
+            if response.status_code != 200:
+                return response.status_code, "refused"
+            ended = "cut"
+            async for line in response.aiter_lines():
+                if line == "data: [DONE]":
+                    return 200, ended if ended == "error_event" else "completed"
+                if line.startswith("data: ") and '"error"' in line[:20]:
+                    ended = "error_event"
+                elif line.startswith("data: ") and not first.done():
+                    first.set_result(response.headers.get("x-serveout-replica", ""))
+            return 200, "cut"
+    try:
+        return await asyncio.wait_for(read(), timeout_s)
+    except TimeoutError:
+        return HUNG, "hung"
+    except httpx.TransportError:
+        return 200, "cut"
+
+
+def ready_replicas(url: str) -> float:
+    return sum(v for labels, v in samples(url, "serveout_replicas").items() if ("state", "ready") in labels)
+
+
+def wait_for(predicate, timeout_s: float, period_s: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(period_s)
+    return False
+
+
+def replica_pids(app: str) -> dict[str, dict]:
+    """``{replica id: {"replica": pid, "engine_core": [pids]}}`` of both engine replicas."""
+    from ray import serve
+
+    from serving.app_builder import ENGINE_DEPLOYMENT
+
+    handle = serve.get_deployment_handle(ENGINE_DEPLOYMENT, app_name=app)
+    found: dict[str, dict] = {}
+    for _ in range(60):
+        pids = handle.pids.remote().result(timeout_s=60)
+        if not pids["engine_dead"] and pids["engine_core"]:
+            found[pids["replica_id"]] = pids
+        if len(found) == 2:
+            return found
+        time.sleep(0.5)
+    raise RuntimeError(f"not both replicas answered with a live engine: {found}")
+
+
+def router_pid() -> int:
+    """The process of one of the app's routers (Ray's state API)."""
+    from ray.util.state import list_actors
+
+    actors = list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
+    pids = [a.pid for a in actors if "router" in (a.class_name or "").lower()]
+    if not pids:
+        raise RuntimeError("no router actor found")
+    return pids[0]
+
+
+def fault_target(fault: str, replica: str, app: str) -> tuple[int, signal.Signals]:
+    if fault == "router":
+        return router_pid(), signal.SIGKILL
+    pids = replica_pids(app)[replica]
+    if fault == "engine-core":
+        return pids["engine_core"][0], signal.SIGKILL
+    return pids["replica"], signal.SIGSTOP if fault == "hung-replica" else signal.SIGKILL
+
+
+async def run_fault(url: str, app: str, fault: str, args: argparse.Namespace) -> FaultReport:
+    report = FaultReport(fault)
+    first: asyncio.Future = asyncio.get_running_loop().create_future()
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=0)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(args.timeout), limits=limits) as client:
+        tasks = [asyncio.create_task(whole(client, url, args.max_tokens, args.timeout)) for _ in range(args.whole)]
+        streams = [asyncio.create_task(stream(client, url, args.max_tokens, args.timeout, first))
+                   for _ in range(args.streams)]
+        replica = await asyncio.wait_for(first, args.timeout)
+        pid, signum = await asyncio.to_thread(fault_target, fault, replica, app)
+        os.kill(pid, signum)
+        faulted = time.monotonic()
+        console.print(f"{fault}: {signum.name} to pid {pid} (serving replica {replica or '?'})")
+        while time.monotonic() - faulted < args.after:
+            tasks.append(asyncio.create_task(whole(client, url, args.max_tokens, args.timeout)))
+            await asyncio.sleep(0.25)
+        for status in await asyncio.gather(*tasks):
+            report.count(status)
+        for status, ended in await asyncio.gather(*streams):
+            report.count(status)
+            report.streams_completed += ended == "completed"
+            report.streams_error_event += ended == "error_event"
+            report.streams_cut += ended == "cut"
+    down = await asyncio.to_thread(wait_for, lambda: ready_replicas(url) < 2, 60)
+    back = down and await asyncio.to_thread(wait_for, lambda: ready_replicas(url) >= 2, args.recovery_timeout)
+    report.recover_s = round(time.monotonic() - faulted, 1) if back else None
+    if fault == "hung-replica":  # Serve kills a replica that fails its health checks; if not, end it
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return report
+
+
+def table(reports: list[FaultReport]) -> Table:
+    out = Table(title="Faults under load (2 engine replicas, direct mode)")
+    for column in ("fault", "sent", "200", "429", "other 4xx", "5xx", "hung", "whole cut", "streams done",
+                   "error event", "streams cut", "resumed", "recovered (s)"):
+        out.add_column(column, justify="left" if column == "fault" else "right")
+    for r in reports:
+        out.add_row(r.fault, *(str(v) for v in (r.sent, r.ok, r.refused, r.other_4xx, r.server_errors, r.hung,
+                                                 r.cut_whole, r.streams_completed, r.streams_error_event,
+                                                 r.streams_cut, r.streams_resumed)),
+                    "not within the timeout" if r.recover_s is None else f"{r.recover_s:.1f}")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
+    parser.add_argument("--whole", type=int, default=8)
+    parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--after", type=float, default=10.0, help="seconds of new requests after the fault")
+    parser.add_argument("--timeout", type=float, default=120.0, help="a request unanswered after this is hung")
+    parser.add_argument("--recovery-timeout", type=float, default=300.0)
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "chaos.json")
+    args = parser.parse_args()
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    if not faults or set(faults) - set(FAULTS):
+        parser.error(f"--faults takes some of {', '.join(FAULTS)}")
+    loopback_if_root("benchmarks.chaos")
+    reports: list[FaultReport] = []
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with LocalCluster(ClusterOptions(http_port=args.port)) as cluster:
+        config = stack_config({"replicas": {"num_replicas": 2, "cpus_per_rank": 1},
+                               "gateway": {"port": args.port}})
+        with console.status("serveout starting") as status:
+            cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
+        for fault in faults:
+            if not wait_for(lambda: ready_replicas(cluster.url) >= 2, args.recovery_timeout):
+                console.print(f"[red]{fault}: the stack did not have 2 ready replicas; stopping")
+                break
+            reports.append(asyncio.run(run_fault(cluster.url, config.app_name, fault, args)))
+            args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "args": vars(args) | {"out": str(
+                args.out)}, "faults": [asdict(r) for r in reports]}, indent=2))
+            console.print(table(reports))
+    console.print(f"figures written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
