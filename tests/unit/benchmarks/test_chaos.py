@@ -1,0 +1,19 @@
+"""The chaos benchmark's tally of what clients saw (pure)."""
+
+from benchmarks.chaos import CUT, HUNG, FaultReport, table
+
+
+def test_each_outcome_lands_in_one_column_and_every_request_is_counted():
+    report = FaultReport("replica")
+    for status in (200, 200, 429, 404, 502, 503, HUNG, CUT):
+        report.count(status)
+    assert (report.sent, report.ok, report.refused, report.other_4xx, report.server_errors, report.hung,
+            report.cut_whole) == (8, 2, 1, 1, 2, 1, 1)
+    assert sum(report.statuses.values()) == report.sent
+
+
+def test_the_table_says_when_the_stack_did_not_recover():
+    recovered, stuck = FaultReport("router", recover_s=12.5), FaultReport("hung-replica")
+    rendered = table([recovered, stuck])
+    cells = [list(column.cells) for column in rendered.columns]
+    assert cells[-1] == ["12.5", "not within the timeout"]
