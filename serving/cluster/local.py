@@ -41,6 +41,8 @@ HARD_STOP_ENV = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
 HARD_STOP_MARGIN_S = 30
 """How long past a request's deadline a reloaded HAProxy may still carry it (its error
 event, the connection's close)."""
+DEFAULT_HARD_STOP_AFTER_S = 330
+""":func:`hard_stop_after` of the default stack (a unit test keeps them equal)."""
 
 
 def hard_stop_after(config: StackConfig) -> int:
@@ -51,7 +53,7 @@ def hard_stop_after(config: StackConfig) -> int:
     return math.ceil(longest) + HARD_STOP_MARGIN_S
 
 
-def direct_ingress_env(num_cpus: int, hard_stop_after_s: int = 330) -> dict[str, str]:
+def direct_ingress_env(num_cpus: int, hard_stop_after_s: int = DEFAULT_HARD_STOP_AFTER_S) -> dict[str, str]:
     """Ray and Ray Serve settings the direct mode needs in every Ray process (read at
     import, so set before Ray starts: the driver here, ``ray start`` on a cluster).
 
@@ -119,10 +121,11 @@ class ClusterOptions:
     log_to_driver: bool = False
     http_host: str = "127.0.0.1"
     http_port: int = 8000
-    hard_stop_after_s: int = 330  # hard_stop_after() of the stack's defaults
+    hard_stop_after_s: int = DEFAULT_HARD_STOP_AFTER_S
 
 
-def apply_direct_ingress_env(num_cpus: int | None = None, hard_stop_after_s: int = 330) -> None:
+def apply_direct_ingress_env(num_cpus: int | None = None,
+                             hard_stop_after_s: int = DEFAULT_HARD_STOP_AFTER_S) -> None:
     """Put :func:`direct_ingress_env` in this process's environment (values already set
     win), before Ray Serve is imported: Serve reads them once, at import. Raises
     :class:`ClusterError` when Serve was imported without them."""

@@ -227,10 +227,8 @@ def test_the_rendered_file_states_the_sizing_and_the_replicas_streaming_load(h20
 def test_the_local_clusters_hard_stop_is_the_default_stacks(config):
     """``serving up`` passes its stack's own figure; a cluster started without one (the
     tests, the sweep) uses the default stack's, which must not drift from it."""
-    from dataclasses import fields
-
-    from serving.cluster.local import ClusterOptions, hard_stop_after
+    from serving.cluster.local import DEFAULT_HARD_STOP_AFTER_S, ClusterOptions, hard_stop_after
 
     default_config = config.model_copy(update={"gateway": type(config.gateway)(), "drain": type(config.drain)()})
-    default = {f.name: f.default for f in fields(ClusterOptions)}["hard_stop_after_s"]
-    assert default == hard_stop_after(default_config) == int(direct_ingress_env(2)[HARD_STOP_ENV])
+    assert DEFAULT_HARD_STOP_AFTER_S == hard_stop_after(default_config)
+    assert ClusterOptions().hard_stop_after_s == int(direct_ingress_env(2)[HARD_STOP_ENV]) == DEFAULT_HARD_STOP_AFTER_S
