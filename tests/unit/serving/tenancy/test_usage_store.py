@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -107,12 +108,20 @@ def test_a_writer_killed_mid_batch_leaves_whole_batches_in_a_sound_file(tmp_path
     assert sum(r.usage.requests for r in store.rows(0)) == requests + 1
 
 
+def _flushed(path) -> bool:
+    """The store holds rows (the child's first flush is done)."""
+    try:
+        return any(UsageStore(path, read_only=True).rows(0))
+    except sqlite3.Error:
+        return False
+
+
 def test_a_ledger_killed_loses_at_most_its_last_interval(tmp_path):
     path, interval = tmp_path / "usage.sqlite", 0.2
     child = _child("ledger", str(path), str(interval))
-    recorded = 0
+    recorded = int(child.stdout.readline())  # the child is up (its imports can take seconds)
     started = time.monotonic()
-    while time.monotonic() - started < 1.5:
+    while time.monotonic() - started < 1.5 or not _flushed(path):  # at least one flush behind it
         recorded = int(child.stdout.readline())
     child.send_signal(signal.SIGKILL)
     child.wait()
