@@ -18,8 +18,6 @@ from loadtest.quality.items import QualityItem
 from loadtest.quality.results import ItemResult
 from loadtest.workloads.base import Turn
 
-_OPTIONS = {"url": "target", "model": "model", "request_timeout_s": "timeout"}
-
 DEFAULT_MAX_TOKENS = 48
 """Output tokens per answer unless an item sets its own: room for a short sentence."""
 
@@ -31,8 +29,12 @@ def probe_target(url: str, model: str, *, api_key: str | None = None, timeout_s:
         return TargetConfig(url=url, model=model, api_key=api_key, stream=False, exact_output=False,
                             temperature=0.0, request_timeout_s=timeout_s, scrape_metrics=False)
     except ValidationError as exc:
-        raise ConfigError("; ".join(f"--{_OPTIONS.get(e['loc'][0], e['loc'][0]) if e['loc'] else 'target'}: {e['msg']}"
-                                    for e in exc.errors())) from None
+        raise ConfigError("; ".join(f"--{_option(e['loc'])}: {e['msg']}" for e in exc.errors())) from None
+
+
+def _option(loc: tuple) -> str:
+    """The command-line option of a :class:`TargetConfig` field."""
+    return {"url": "target", "request_timeout_s": "timeout", "api_key": "api-key"}.get(loc[0] if loc else "", "target")
 
 
 def check_target(target: TargetConfig) -> None:
@@ -92,7 +94,8 @@ def _ask(client: httpx.Client, target: TargetConfig, item: QualityItem, max_toke
                 if reply is None:
                     return _failed(item, "an answer without choices[0].message")
                 graded = grade(item, reply)
-                return ItemResult(id=item.id, category=item.category, correct=graded.correct, reply=reply, got=graded.got)
+                return ItemResult(id=item.id, category=item.category, correct=graded.correct, reply=reply,
+                                  got=graded.got)
             error = f"HTTP {response.status_code}: {error_message(response.content)}"
             if response.status_code not in (429, 502, 503, 504):
                 break  # a client error or a server bug: asking again gives the same answer

@@ -125,10 +125,11 @@ def test_quality_probe_scores_the_default_model(stack, tmp_path):
     out = tmp_path / "quality.json"
     result = subprocess.run(
         [sys.executable, "-m", "loadtest", "quality", "--target", stack.url, "--model", MODEL, "--limit", "20",
-         "--concurrency", "4", "--json", str(out), "--quiet"],
+         "--concurrency", "8", "--json", str(out), "--quiet"],
         capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "95% CI" in result.stdout
+    print(result.stdout)
     report = json.loads(out.read_text())
     assert report["errors"] == 0
     assert report["overall"]["items"] == 20 and set(report["categories"]) == {
