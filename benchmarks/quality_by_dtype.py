@@ -33,7 +33,7 @@ console = Console() if sys.stdout.isatty() else Console(width=160)
 def probe(url: str, out: Path, concurrency: int) -> dict:
     """``loadtest quality`` against ``url`` as a child program; its JSON report."""
     done = subprocess.run([sys.executable, "-m", "loadtest", "quality", "--target", url, "--model", MODEL,
-                           "--concurrency", str(concurrency), "--json", str(out), "--quiet"],
+                           "--concurrency", str(concurrency), "--timeout", "600s", "--json", str(out), "--quiet"],
                           cwd=REPO, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise SystemExit(f"loadtest quality failed ({done.returncode}): {done.stderr[-2000:]}")
