@@ -1,4 +1,4 @@
-"""``loadtest``: run a load test against any OpenAI-compatible endpoint, compare two runs.
+"""``loadtest``: load-test any OpenAI-compatible endpoint, compare runs, score its answers.
 
 Exit codes: :class:`loadtest.errors.ExitCode`. ``loadtest sweep`` and ``loadtest plan``
 are deprecated aliases of ``sweep run`` and ``sweep plan``; they start ``python -m sweep``
@@ -25,6 +25,7 @@ from rich.table import Table
 
 from loadtest.errors import ConfigError, ExitCode, LoadTestError
 from loadtest.generator.priority import PRIORITIES
+from loadtest.quality import command as quality_command
 from loadtest.units import parse_duration
 
 DEFAULT_PROFILE = "concurrency:users=8"
@@ -125,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--idle-timeout", type=_duration, default=600.0,
                         help="stop when no master answers for this long (default: 10m)")
     worker.add_argument("--generator-priority", **PRIORITY_OPTION)
+
+    quality_command.add_parser(sub, _duration)
 
     sub.add_parser("simulate", help="simulate a load test against vLLM replicas on given hardware "
                    "(`python -m simulator run`; see docs/simulator.md)", add_help=False)
@@ -315,7 +318,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "list": cmd_list,
-            "worker": cmd_worker}
+            "worker": cmd_worker, "quality": quality_command.cmd_quality}
 
 
 def forward_to_sweep(alias: str, args: list[str]) -> int:

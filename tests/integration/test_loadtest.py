@@ -116,3 +116,23 @@ def test_cli_run_writes_every_output(stack, tmp_path):
     compare = subprocess.run([sys.executable, "-m", "loadtest", "compare", str(out), str(out)],
                              capture_output=True, text=True, timeout=60)
     assert compare.returncode == 0 and "1.00" in compare.stdout
+
+
+def test_quality_probe_scores_the_default_model(stack, tmp_path):
+    """`loadtest quality` on 20 bundled items (4 per category): the default model in
+    float32 answers them (the set keeps only items it answers right on the bare engine;
+    the stack's replicas run on one core each, so a rounding may differ)."""
+    out = tmp_path / "quality.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtest", "quality", "--target", stack.url, "--model", MODEL, "--limit", "20",
+         "--concurrency", "8", "--json", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "95% CI" in result.stdout
+    print(result.stdout)
+    report = json.loads(out.read_text())
+    assert report["errors"] == 0
+    assert report["overall"]["items"] == 20 and set(report["categories"]) == {
+        "facts", "facts-plain", "arithmetic", "extraction", "vi-admin"}
+    assert report["overall"]["correct"] >= 17, [r for r in report["results"] if not r["correct"]]
+    assert report["overall"]["low"] <= report["overall"]["score"] <= report["overall"]["high"]
