@@ -162,20 +162,26 @@ def replica_pids(app: str) -> dict[str, dict]:
     raise RuntimeError(f"not both replicas answered with a live engine: {found}")
 
 
-def router_pid() -> int:
-    """The process of one of the app's routers (Ray's state API)."""
-    from ray.util.state import list_actors
-
-    actors = list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
-    pids = [a.pid for a in actors if "router" in (a.class_name or "").lower()]
-    if not pids:
-        raise RuntimeError("no router actor found")
-    return pids[0]
+def router_pids(app: str) -> list[int]:
+    """The processes of the app's routers: Ray titles them ``ray::ServeReplica:APP:router``
+    (only this network namespace's: another stack on the box may run some too)."""
+    ours, found = os.readlink("/proc/self/ns/net"), []
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if f"ServeReplica:{app}:router" in title and os.readlink(f"/proc/{pid}/ns/net") == ours:
+                found.append(pid)
+        except OSError:
+            continue
+    return found
 
 
 def fault_target(fault: str, replica: str, app: str) -> tuple[int, signal.Signals]:
     if fault == "router":
-        return router_pid(), signal.SIGKILL
+        routers = router_pids(app)
+        if not routers:
+            raise RuntimeError("no router process found")
+        return routers[0], signal.SIGKILL
     pids = replica_pids(app)[replica]
     if fault == "engine-core":
         return pids["engine_core"][0], signal.SIGKILL
@@ -184,6 +190,7 @@ def fault_target(fault: str, replica: str, app: str) -> tuple[int, signal.Signal
 
 async def run_fault(url: str, app: str, fault: str, args: argparse.Namespace) -> FaultReport:
     report = FaultReport(fault)
+    routers = len(router_pids(app))
     first: asyncio.Future = asyncio.get_running_loop().create_future()
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=0)
     async with httpx.AsyncClient(timeout=httpx.Timeout(args.timeout), limits=limits) as client:
@@ -205,8 +212,12 @@ async def run_fault(url: str, app: str, fault: str, args: argparse.Namespace) ->
             report.streams_completed += ended == "completed"
             report.streams_error_event += ended == "error_event"
             report.streams_cut += ended == "cut"
-    down = await asyncio.to_thread(wait_for, lambda: ready_replicas(url) < 2, 60)
-    back = down and await asyncio.to_thread(wait_for, lambda: ready_replicas(url) >= 2, args.recovery_timeout)
+    if fault == "router":  # back: as many router processes as before, the killed one not among them
+        back = await asyncio.to_thread(wait_for, lambda: len(set(router_pids(app)) - {pid}) >= routers,
+                                       args.recovery_timeout)
+    else:  # Serve first counts the replica gone (if it did not already), then 2 ready again
+        down = await asyncio.to_thread(wait_for, lambda: ready_replicas(url) < 2, 60)
+        back = down and await asyncio.to_thread(wait_for, lambda: ready_replicas(url) >= 2, args.recovery_timeout)
     report.recover_s = round(time.monotonic() - faulted, 1) if back else None
     if fault == "hung-replica":  # Serve kills a replica that fails its health checks; if not, end it
         try:
