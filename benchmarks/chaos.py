@@ -144,8 +144,9 @@ def wait_for(predicate, timeout_s: float, period_s: float = 0.5) -> bool:
     return False
 
 
-def replica_pids(app: str) -> dict[str, dict]:
-    """``{replica id: {"replica": pid, "engine_core": [pids]}}`` of both engine replicas."""
+def replica_pids(app: str, replicas: int = 2) -> dict[str, dict]:
+    """``{replica id: {"replica": pid, "engine_core": [pids]}}`` of the ``replicas`` engine
+    replicas, each with a live engine (control calls, routed to either replica)."""
     from ray import serve
 
     from serving.app_builder import ENGINE_DEPLOYMENT
@@ -156,10 +157,10 @@ def replica_pids(app: str) -> dict[str, dict]:
         pids = handle.pids.remote().result(timeout_s=60)
         if not pids["engine_dead"] and pids["engine_core"]:
             found[pids["replica_id"]] = pids
-        if len(found) == 2:
+        if len(found) == replicas:
             return found
         time.sleep(0.5)
-    raise RuntimeError(f"not both replicas answered with a live engine: {found}")
+    raise RuntimeError(f"not every replica answered with a live engine: {found}")
 
 
 def router_pids(app: str) -> list[int]:

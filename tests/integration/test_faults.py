@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 import httpx
 import psutil
 import pytest
-from ray import serve
 
-from serving.app_builder import ENGINE_DEPLOYMENT
+from benchmarks.chaos import replica_pids
 from tests.integration.metrics_reading import by_label, wait_until
 from tests.integration.settings import BASE, MODEL
 
@@ -162,21 +161,6 @@ async def load_with_fault(url: str, kill) -> tuple[LoadOutcome, list[int]]:
     return LoadOutcome(list(results[:WHOLE]), list(results[WHOLE:]), list(during)), list(later)
 
 
-def engine_pids(app_name: str, replicas: int = 2) -> dict[str, dict]:
-    """``{replica id: its replica and EngineCore pids}`` of the ``replicas`` engine
-    replicas, each with a live engine (control calls, routed to either replica)."""
-    handle = serve.get_deployment_handle(ENGINE_DEPLOYMENT, app_name=app_name)
-    found: dict[str, dict] = {}
-    for _ in range(60):
-        pids = handle.pids.remote().result(timeout_s=60)
-        if not pids["engine_dead"] and pids["engine_core"]:
-            found[pids["replica_id"]] = pids
-        if len(found) == replicas:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"not every replica answered with a live engine: {found}")
-
-
 def check_and_report(url: str, outcome: LoadOutcome, later: list[int], killed_at: float, retries_before: float,
                      what: str, *, replica_survives: bool) -> None:
     # A whole answer is sent in one piece at its end: one whose replica died before (its
@@ -223,7 +207,7 @@ def run_fault(stack, choose_pid, what: str, *, replica_survives: bool) -> None:
     config = stack.ensure(BASE)
     url = stack.url
     assert wait_until(lambda: ready_replicas(url) == 2, timeout_s=RECOVERY_TIMEOUT_S, period_s=1.0)
-    by_replica = engine_pids(config.app_name)
+    by_replica = replica_pids(config.app_name)
     retries_before = retries(url)
     killed_at = 0.0
     pids: dict = {}
