@@ -14,7 +14,7 @@ from serving.admin.endpoint import AdminApi, serve_admin_api
 from serving.admin.adapter_control import AdapterControl, refusal
 from tests.integration.metrics_reading import samples, wait_until
 from tests.integration.settings import MODEL, PORT, replicas
-from tests.integration.test_faults import engine_pids
+from benchmarks.chaos import replica_pids
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +88,7 @@ def test_an_unknown_model_is_a_404_listing_what_is_served(client):
 
 
 def test_adapters_change_at_run_time_and_a_broken_one_is_refused_by_name(lora_stack, client, tmp_path):
-    before = engine_pids(lora_stack.config.app_name)
+    before = replica_pids(lora_stack.config.app_name)
     clinic = lora_stack.build(ADAPTED).adapters[0]
     (tmp_path / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8, "use_dora": true}')
     changed = {**ADAPTED, "adapters": [
@@ -107,13 +107,13 @@ def test_adapters_change_at_run_time_and_a_broken_one_is_refused_by_name(lora_st
             assert name in response.json()["error"]["message"] and reason in response.json()["error"]["message"]
         with pytest.raises(openai.NotFoundError):
             greedy(client, "pharmacy")  # removed
-        assert engine_pids(lora_stack.config.app_name) == before  # no engine restarted
+        assert replica_pids(lora_stack.config.app_name) == before  # no engine restarted
     finally:
         lora_stack.ensure(ADAPTED)
 
 
 def test_the_admin_endpoint_loads_and_unloads_adapters_on_every_replica(lora_stack, client, tmp_path):
-    before = engine_pids(lora_stack.config.app_name)
+    before = replica_pids(lora_stack.config.app_name)
     control = AdapterControl(lora_stack.cluster, lora_stack.config, probe=lambda n: refusal(lora_stack.url, {}, n),
                              recipe=lambda base, n: lora_stack.store.adapters.spec(lora_stack.catalog.get(base), n))
     server = serve_admin_api(AdminApi(control, identify=None), "127.0.0.1", 0)
@@ -136,7 +136,7 @@ def test_the_admin_endpoint_loads_and_unloads_adapters_on_every_replica(lora_sta
         with pytest.raises(openai.NotFoundError):
             greedy(client, "clinic-v3")
         assert greedy(client, "pharmacy")  # the others served throughout
-        assert engine_pids(lora_stack.config.app_name) == before  # no engine restarted
+        assert replica_pids(lora_stack.config.app_name) == before  # no engine restarted
     finally:
         server.shutdown()
         lora_stack.config = control.config
