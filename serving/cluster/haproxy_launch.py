@@ -52,10 +52,14 @@ NOT_FOUND = re.compile(r"http-request return status 404 content-type text/plain 
 ERRORFILE = re.compile(r"^([ \t]*)errorfile (\d{3}) \S+\n", re.MULTILINE)
 
 
+def _body(message: str, type_: str, code: str) -> dict:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
 def error_body(status: int) -> dict:
     """The OpenAI error body of HAProxy's own answer with ``status``."""
     _, type_, code, message = ERRORS[status]
-    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    return _body(message, type_, code)
 
 
 def error_file(status: int) -> str:
@@ -67,10 +71,9 @@ def error_file(status: int) -> str:
             f"Cache-Control: no-cache\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n{body}")
 
 
-def _lf_json(message: str, code: str) -> str:
+def _lf_json(message: str, code: str, type_: str = "server_error") -> str:
     """An HAProxy single-quoted log-format string holding an OpenAI error body."""
-    return "'" + json.dumps({"error": {"message": message, "type": "server_error", "param": None, "code": code}},
-                            separators=(",", ":")) + "'"
+    return "'" + json.dumps(_body(message, type_, code), separators=(",", ":")) + "'"
 
 
 def rewrite(config: str, error_dir: Path) -> tuple[str, dict[Path, str]]:
@@ -91,7 +94,7 @@ def rewrite(config: str, error_dir: Path) -> tuple[str, dict[Path, str]]:
                              "retry after 1 s", "router_unavailable")
     config = ROUTER_FAILED.sub(lambda _: "http-request return status 503 content-type application/json "
                                f"lf-string {router_failed} hdr Retry-After 1", config)
-    not_found = _lf_json("no route for %[path]", "not_found").replace('"server_error"', '"invalid_request_error"')
+    not_found = _lf_json("no route for %[path]", "not_found", "invalid_request_error")
     config = NOT_FOUND.sub(lambda _: f"http-request return status 404 content-type application/json "
                            f"lf-string {not_found}", config)
     return config, files

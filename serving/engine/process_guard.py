@@ -36,30 +36,29 @@ READY = b"ready"
 PR_SET_PDEATHSIG = 1
 
 
+def _stat(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (``[0]`` is the state,
+    field 3 of the file), or ``None`` when no such process runs."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
 def start_time(pid: int) -> int | None:
     """The start time of ``pid`` in clock ticks since boot (``/proc/PID/stat`` field
     22), or ``None`` when no such process runs (a zombie has ended: ``None`` too)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-    # fields[0] is the state (field 3 of the file), fields[19] the start time (field 22)
-    return None if fields[0] in (b"Z", b"X") else int(fields[19])
+    fields = _stat(pid)
+    return None if fields is None or fields[0] in (b"Z", b"X") else int(fields[19])
 
 
 def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (children, their children, ...), read from ``/proc``."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
+        if entry.isdigit() and (fields := _stat(entry)) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1]: the parent
     found, todo = [], list(children.get(pid, []))
     while todo:
         child = todo.pop()
