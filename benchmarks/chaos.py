@@ -14,7 +14,12 @@ the engine replicas serving HTTP themselves), then for each fault, one after the
 Faults: ``engine-core`` (SIGKILL of the replica's vLLM EngineCore), ``replica``
 (SIGKILL of the replica's process), ``hung-replica`` (SIGSTOP of the replica's
 process: the loopback stand-in for a partitioned node; Serve's health check replaces
-it), ``router`` (SIGKILL of one of the node's two routers).
+it), ``router`` (SIGKILL of one of the node's two routers), ``node`` (with ``--nodes
+3``: SIGKILL of every process of the worker node that runs the replica, its raylet
+included; after ``--after`` s the node is started again, as Kubernetes would replace
+the pod, and recovery is the replica back on it). With ``--nodes N`` every fault runs
+on a cluster of N real Ray nodes (:mod:`serving.cluster.nodes`): a head and worker
+nodes of one engine replica each; clients use the head's ingress.
 
 Per fault it prints: requests sent, answered 200, 429, other 4xx, 5xx, hung; streams
 completed, ended with an error event, cut (the connection closed before ``[DONE]``),
@@ -23,6 +28,7 @@ written to ``results/chaos.json``, never asserted. As root it re-runs itself in 
 loopback-only network namespace.
 
     .venv/bin/python -m benchmarks.chaos [--faults engine-core,replica,hung-replica,router]
+    .venv/bin/python -m benchmarks.chaos --nodes 3 --faults node
 """
 
 from __future__ import annotations
@@ -45,9 +51,11 @@ from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.metrics import samples
 from benchmarks.common.model import MODEL, stack_config
 from serving.cluster.local import ClusterOptions, LocalCluster
+from serving.cluster.nodes import SLOT_RESOURCE
+from serving.engine.process_guard import descendants
 
 REPO = Path(__file__).resolve().parents[1]
-FAULTS = ("engine-core", "replica", "hung-replica", "router")
+FAULTS = ("engine-core", "replica", "hung-replica", "router", "node")
 HUNG = 0  # the status of a request with no answer within --timeout
 CUT = -1  # the status of a request whose connection closed without an answer
 console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -177,19 +185,32 @@ def router_pids(app: str) -> list[int]:
     return found
 
 
-def fault_target(fault: str, replica: str, app: str) -> tuple[int, signal.Signals]:
+def node_of(cluster: LocalCluster, pid: int):
+    """The worker node whose processes include ``pid``."""
+    for node in cluster.nodes.nodes if cluster.nodes else []:
+        if not node.head and pid in descendants(node.process.pid):
+            return node
+    raise RuntimeError(f"pid {pid} runs on no worker node")
+
+
+def fault_target(fault: str, replica: str, cluster: LocalCluster, app: str) -> tuple[list[int], signal.Signals]:
+    """The processes ``fault`` hits, and the signal."""
     if fault == "router":
         routers = router_pids(app)
         if not routers:
             raise RuntimeError("no router process found")
-        return routers[0], signal.SIGKILL
+        return routers[:1], signal.SIGKILL
     pids = replica_pids(app)[replica]
     if fault == "engine-core":
-        return pids["engine_core"][0], signal.SIGKILL
-    return pids["replica"], signal.SIGSTOP if fault == "hung-replica" else signal.SIGKILL
+        return pids["engine_core"][:1], signal.SIGKILL
+    if fault == "node":
+        node = node_of(cluster, pids["replica"])
+        return [node.process.pid, *descendants(node.process.pid)], signal.SIGKILL
+    return [pids["replica"]], signal.SIGSTOP if fault == "hung-replica" else signal.SIGKILL
 
 
-async def run_fault(url: str, app: str, fault: str, args: argparse.Namespace) -> FaultReport:
+async def run_fault(cluster: LocalCluster, app: str, fault: str, args: argparse.Namespace) -> FaultReport:
+    url = cluster.url
     report = FaultReport(fault)
     routers = len(router_pids(app))
     first: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -199,10 +220,15 @@ async def run_fault(url: str, app: str, fault: str, args: argparse.Namespace) ->
         streams = [asyncio.create_task(stream(client, url, args.max_tokens, args.timeout, first))
                    for _ in range(args.streams)]
         replica = await asyncio.wait_for(first, args.timeout)
-        pid, signum = await asyncio.to_thread(fault_target, fault, replica, app)
-        os.kill(pid, signum)
+        pids, signum = await asyncio.to_thread(fault_target, fault, replica, cluster, app)
+        for pid in pids:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
         faulted = time.monotonic()
-        console.print(f"{fault}: {signum.name} to pid {pid} (serving replica {replica or '?'})")
+        console.print(f"{fault}: {signum.name} to {len(pids)} process(es), pid {pids[0]} first "
+                      f"(serving replica {replica or '?'})")
         while time.monotonic() - faulted < args.after:
             tasks.append(asyncio.create_task(whole(client, url, args.max_tokens, args.timeout)))
             await asyncio.sleep(0.25)
@@ -213,8 +239,10 @@ async def run_fault(url: str, app: str, fault: str, args: argparse.Namespace) ->
             report.streams_completed += ended == "completed"
             report.streams_error_event += ended == "error_event"
             report.streams_cut += ended == "cut"
+    if fault == "node":  # the node replaced (same address), then the replica back on it
+        cluster.nodes.restart(node_of_pid_index(cluster, pids[0]))
     if fault == "router":  # back: as many router processes as before, the killed one not among them
-        back = await asyncio.to_thread(wait_for, lambda: len(set(router_pids(app)) - {pid}) >= routers,
+        back = await asyncio.to_thread(wait_for, lambda: len(set(router_pids(app)) - set(pids)) >= routers,
                                        args.recovery_timeout)
     else:  # Serve first counts the replica gone (if it did not already), then 2 ready again
         down = await asyncio.to_thread(wait_for, lambda: ready_replicas(url) < 2, 60)
@@ -222,14 +250,19 @@ async def run_fault(url: str, app: str, fault: str, args: argparse.Namespace) ->
     report.recover_s = round(time.monotonic() - faulted, 1) if back else None
     if fault == "hung-replica":  # Serve kills a replica that fails its health checks; if not, end it
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pids[0], signal.SIGKILL)
         except ProcessLookupError:
             pass
     return report
 
 
-def table(reports: list[FaultReport]) -> Table:
-    out = Table(title="Faults under load (2 engine replicas, direct mode)")
+def node_of_pid_index(cluster: LocalCluster, ray_start_pid: int) -> int:
+    return next(node.index for node in cluster.nodes.nodes if node.process.pid == ray_start_pid)
+
+
+def table(reports: list[FaultReport], nodes: int = 1) -> Table:
+    where = f", {nodes} Ray nodes" if nodes > 1 else ""
+    out = Table(title=f"Faults under load (2 engine replicas{where}, direct mode)")
     for column in ("fault", "sent", "200", "429", "other 4xx", "5xx", "hung", "whole cut", "streams done",
                    "error event", "streams cut", "resumed", "recovered (s)"):
         out.add_column(column, justify="left" if column == "fault" else "right")
@@ -251,16 +284,20 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="a request unanswered after this is hung")
     parser.add_argument("--recovery-timeout", type=float, default=300.0)
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--nodes", type=int, default=1, help="Ray nodes: 1, or 3 (a head and two worker nodes)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "chaos.json")
     args = parser.parse_args()
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     if not faults or set(faults) - set(FAULTS):
         parser.error(f"--faults takes some of {', '.join(FAULTS)}")
+    if "node" in faults and args.nodes < 3:
+        parser.error("the node fault needs --nodes 3 (a worker node per replica)")
     loopback_if_root("benchmarks.chaos")
     reports: list[FaultReport] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with LocalCluster(ClusterOptions(http_port=args.port)) as cluster:
-        config = stack_config({"replicas": {"num_replicas": 2, "cpus_per_rank": 1},
+    with LocalCluster(ClusterOptions(http_port=args.port, nodes=args.nodes)) as cluster:
+        config = stack_config({"replicas": {"num_replicas": 2, "cpus_per_rank": 1,
+                                            "node_resource": SLOT_RESOURCE if args.nodes > 1 else None},
                                "gateway": {"port": args.port}})
         with console.status("serveout starting") as status:
             cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
@@ -268,10 +305,10 @@ def main() -> None:
             if not wait_for(lambda: ready_replicas(cluster.url) >= 2, args.recovery_timeout):
                 console.print(f"[red]{fault}: the stack did not have 2 ready replicas; stopping")
                 break
-            reports.append(asyncio.run(run_fault(cluster.url, config.app_name, fault, args)))
+            reports.append(asyncio.run(run_fault(cluster, config.app_name, fault, args)))
             args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "args": vars(args) | {"out": str(
                 args.out)}, "faults": [asdict(r) for r in reports]}, indent=2))
-            console.print(table(reports))
+            console.print(table(reports, args.nodes))
     console.print(f"figures written to {args.out}")
 
 

@@ -40,14 +40,14 @@ def start_admin_api(cluster, config: StackConfig, url: str, keys: list[KeyEntry]
     admin_url: list[str] = []
 
     def changed(now: StackConfig) -> None:
-        write_state(url, now, netns=in_loopback_netns(), admin_url=admin_url[0])
+        write_state(url, now, netns=in_loopback_netns(), admin_url=admin_url[0], nodes=cluster.node_records())
         console.print(f"adapters now: {', '.join(a for b in now.bases for a in b.adapter_names) or 'none'}")
 
     control = AdapterControl(cluster, config, probe=lambda name: refusal(url, headers, name), on_change=changed,
                              recipe=lambda base, name: store.adapters.spec(store.catalog.get(base), name))
     server = serve_admin_api(AdminApi(control, KeyRing(keys).identify if keys else None), config.gateway.host, port)
     admin_url.append(f"http://{config.gateway.host}:{server.server_address[1]}")
-    write_state(url, config, netns=in_loopback_netns(), admin_url=admin_url[0])
+    write_state(url, config, netns=in_loopback_netns(), admin_url=admin_url[0], nodes=cluster.node_records())
     return server
 
 

@@ -37,6 +37,7 @@ from serving.adapters_cli import add_adapters_command, start_admin_api
 from serving.tenancy_cli import add_tenancy_commands
 from serving.run_state import read_state, request_headers, rerun_in_stack_netns, state_file, write_state
 from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
+from serving.cluster.nodes import SLOT_RESOURCE
 
 SMOKE_QUESTION = "What is the capital of France?"
 console = Console(stderr=True)
@@ -97,7 +98,8 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
     if args.adapters:
         data["adapters"] = "all" if args.adapters == ["all"] else args.adapters
     overrides = {
-        "replicas": {"num_replicas": args.replicas, "cpus_per_rank": args.cpus_per_rank},
+        "replicas": {"num_replicas": args.replicas, "cpus_per_rank": args.cpus_per_rank,
+                     "node_resource": SLOT_RESOURCE if args.nodes > 1 else None},
         "routing": {"policy": args.routing},
         "gateway": {"host": args.host, "port": args.port, "max_in_flight": args.max_in_flight,
                     "replicas": args.gateway_replicas, "mode": args.gateway_mode,
@@ -121,11 +123,24 @@ def stack_config_from_args(args: argparse.Namespace, store: ModelStore) -> Stack
             "target_in_flight": args.gateway_target_in_flight}
     config = build_stack_config(merge(data, overrides), catalog=store.catalog, resolve_path=store.require,
                                 resolve_adapter=store.adapters.spec)
+    if args.nodes > 1:
+        check_fits_nodes(config, args.nodes, args.slots_per_node)
     keys_file = config.gateway.api_keys_file
     if keys_file is not None and not keys_file.is_absolute():  # the gateway runs elsewhere
         gateway = config.gateway.model_copy(update={"api_keys_file": keys_file.resolve()})
         config = config.model_copy(update={"gateway": gateway})
     return config
+
+
+def check_fits_nodes(config: StackConfig, nodes: int, slots_per_node: int) -> None:
+    """:class:`ConfigError` unless the most replicas ``config`` runs fit the worker nodes'
+    accelerator slots (a rank takes one; a replica's ranks share one node)."""
+    tp = config.model.tensor_parallel_size
+    per_node = slots_per_node // tp
+    if config.replicas.node_resource == SLOT_RESOURCE and config.max_replica_count > per_node * (nodes - 1):
+        raise ConfigError(
+            f"{config.max_replica_count} replica(s) of tensor-parallel size {tp} do not fit {nodes - 1} worker "
+            f"node(s) of {slots_per_node} slot(s): raise --nodes or --slots-per-node, or run fewer replicas")
 
 
 def load_keys(config: StackConfig) -> list[KeyEntry]:
@@ -157,7 +172,11 @@ def smoke_request(url: str, model: str, headers: dict[str, str]) -> str:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    if args.isolate_network and not in_loopback_netns():
+    if args.nodes < 1 or args.slots_per_node < 1:
+        raise ConfigError("--nodes and --slots-per-node must be at least 1")
+    # Several nodes on one machine always run in a loopback-only namespace: Ray's ports
+    # listen on every interface.
+    if (args.isolate_network or args.nodes > 1) and not in_loopback_netns():
         reexec_in_loopback_netns(python_argv("serving.cli", sys.argv[1:]))
     store = _store()
     model = args.model or (read_stack_file(Path(args.config)).get("model") if args.config else None)
@@ -167,14 +186,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     config = stack_config_from_args(args, store)
     keys = load_keys(config)
 
-    from serving.cluster.local import ClusterOptions, LocalCluster, hard_stop_after
+    from serving.cluster.ingress_env import hard_stop_after
+    from serving.cluster.local import ClusterOptions, LocalCluster
 
     cluster = LocalCluster(ClusterOptions(
         log_to_driver=args.verbose, http_host=config.gateway.host, http_port=config.gateway.port,
-        hard_stop_after_s=hard_stop_after(config)))
+        hard_stop_after_s=hard_stop_after(config), nodes=args.nodes, slots_per_node=args.slots_per_node))
     started = time.monotonic()
     try:
-        with console.status("starting Ray") as status:
+        with console.status("starting Ray" + (f" ({args.nodes} nodes)" if args.nodes > 1 else "")) as status:
             cluster.start()
             # After ray.init, which installs an aborting SIGTERM handler; SIGINT too, as a
             # shell ignores it in background jobs (`serving up &`).
@@ -186,6 +206,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                       f"{config.replicas.num_replicas} replica(s){null} at [bold]{url}/v1[/] "
                       f"(ready in {time.monotonic() - started:.0f} s)")
         console.print(describe_auth(config, keys, url))
+        for node in cluster.node_records():
+            console.print(f"node {node['ip']}{' (head)' if node['head'] else ''}: ingress {node['url']}, "
+                          f"ray start pid {node['pid']}")
         admin = start_admin_api(cluster, config, url, keys, store, args.admin_port)
         if args.smoke or args.exit_after_smoke:
             answer = smoke_request(url, config.model.name, auth_headers(keys))
@@ -222,6 +245,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if response.status_code != 200:
         raise ServeoutError(f"GET /status answered {response.status_code}: {response.text[:200]}")
     status = response.json()
+    if state.get("nodes"):
+        status["nodes"] = state["nodes"]
     if args.json:
         print(json.dumps(status))
         return 0
@@ -302,6 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--downscale-delay", type=float)
     up.add_argument("--smoke", action="store_true", help="send one chat request once ready")
     up.add_argument("--exit-after-smoke", action="store_true", help="stop after the smoke request")
+    up.add_argument("--nodes", type=int, default=1, metavar="N",
+                    help="N real Ray nodes on loopback addresses: a head and N-1 worker nodes that run "
+                    "the engines, each with its own ingress (implies --isolate-network)")
+    up.add_argument("--slots-per-node", type=int, default=1, metavar="K",
+                    help="with --nodes: accelerator slots per worker node (each tensor-parallel rank "
+                    "takes one; default 1)")
     up.add_argument("--isolate-network", action="store_true",
                     help="run inside a loopback-only network namespace (needs root)")
     up.add_argument("--admin-port", type=int, default=0, metavar="PORT",

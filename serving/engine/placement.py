@@ -26,11 +26,14 @@ def placement_bundles(config: StackConfig) -> list[dict[str, float]]:
     CPU: one bundle of cores per rank (vLLM's ``mp`` executor runs the ranks as
     local processes of the replica). GPU: a CPU bundle for the replica actor, then
     one GPU bundle per rank, which vLLM's ``ray`` executor places its workers on.
+    A rank's bundle also takes one ``replicas.node_resource``, if set (the placement
+    group packs the bundles into one node).
     """
+    slot = {config.replicas.node_resource: 1.0} if config.replicas.node_resource else {}
     if isinstance(config.engine_backend, NullBackend):
-        return [{"CPU": 1.0}]  # no model: one core, whatever the spec's TP or accelerator
+        return [{"CPU": 1.0, **slot}]  # no model: one core, whatever the spec's TP or accelerator
     tp = config.model.tensor_parallel_size
     cpus = float(config.replicas.cpus_per_rank or 1)
     if config.model.accelerator is AcceleratorKind.CPU:
-        return [{"CPU": cpus} for _ in range(tp)]
-    return [{"CPU": 1.0}] + [{"GPU": 1.0} for _ in range(tp)]
+        return [{"CPU": cpus, **slot} for _ in range(tp)]
+    return [{"CPU": 1.0}] + [{"GPU": 1.0, **slot} for _ in range(tp)]

@@ -1,6 +1,7 @@
-"""`serving` end to end as a user runs it: up (own Ray cluster), smoke request, status,
-killed outright, up again on the same port, down. Runs first in the session, before the
-shared cluster starts."""
+"""`serving` end to end as a user runs it: up (its own Ray cluster of three real nodes),
+smoke request, status, a worker node killed under load, the stack killed outright, up
+again on the same port, down. Runs first in the session, before the shared cluster
+starts."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
+
+from serving.engine.process_guard import descendants
 
 pytestmark = pytest.mark.integration
 
@@ -74,28 +79,105 @@ def _gone(sid: int, within_s: float) -> list[str]:
     return left
 
 
-def test_up_smoke_status_then_killed_outright_then_up_again_on_the_same_port_and_down():
-    proc, output = _up("--smoke")
+def _chat(url: str, results: list, *, stream: bool, started: threading.Event | None = None) -> None:
+    """One chat request; appends (status, finished, done marker seen or whole answer) or the error."""
+    body = {"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "Tell me about Paris."}],
+            "max_tokens": 96 if stream else 48, "temperature": 0, "stream": stream}
+    try:
+        with httpx.Client(timeout=120) as client, client.stream("POST", f"{url}/v1/chat/completions",
+                                                               json=body) as response:
+            if not stream:
+                answer = json.loads(response.read()) if response.status_code == 200 else {}
+                results.append((response.status_code, bool(answer.get("choices"))))
+                return
+            done = False
+            for line in response.iter_lines():
+                if started is not None:
+                    started.set()
+                done = done or line == "data: [DONE]"
+            results.append((response.status_code, done))
+    except httpx.TimeoutException as exc:
+        results.append(("hung", repr(exc)))
+    except httpx.HTTPError as exc:  # a stream cut when its node died: the client can tell
+        results.append(("cut", repr(exc)))
+
+
+def _load(url: str, *, whole: int, streams: int, during=lambda: None) -> tuple[list, list]:
+    """``whole`` non-streamed and ``streams`` streamed requests at once; ``during()`` runs
+    once every stream has its first chunk. Returns (whole results, stream results)."""
+    whole_results: list = []
+    stream_results: list = []
+    firsts = [threading.Event() for _ in range(streams)]
+    threads = [threading.Thread(target=_chat, args=(url, stream_results), kwargs={"stream": True, "started": e})
+               for e in firsts]
+    threads += [threading.Thread(target=_chat, args=(url, whole_results), kwargs={"stream": False})
+                for _ in range(whole)]
+    for thread in threads:
+        thread.start()
+    for event in firsts:
+        event.wait(120)
+    during()
+    for thread in threads:
+        thread.join(180)
+    return whole_results, stream_results
+
+
+def _kill_node(pid: int) -> list[int]:
+    """SIGKILL a node's ``ray start`` and every process below it (its raylet, workers,
+    engine); the PIDs killed."""
+    victims = [pid, *descendants(pid)]
+    for victim in victims:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return victims
+
+
+def test_three_nodes_up_a_worker_node_killed_under_load_then_killed_outright_then_up_again_and_down():
+    proc, output = _up("--nodes", "3", "--replicas", "2", "--smoke")
     try:
         assert f"http://127.0.0.1:{PORT}/v1" in output, output[-3000:]
         assert "Paris" in output
         status = serving("status", "--json", timeout=60)
         assert status.returncode == 0, status.stderr
         state = json.loads(status.stdout)
-        assert state["replicas"]["ready"] == 1 and state["routing_policy"] == "cache-aware"
-        probe = f"import httpx; print(httpx.get('http://127.0.0.1:{PORT}/v1/models').json()['data'][0]['id'])"
+        assert state["bases"][0]["replicas"]["ready"] == 2 and state["routing_policy"] == "cache-aware"
+        nodes = state["nodes"]
+        assert [n["ip"] for n in nodes] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"] and nodes[0]["head"]
+        for node in nodes:  # every node's own ingress routes to the engines
+            models = httpx.get(f"{node['url']}/v1/models", timeout=30)
+            assert models.status_code == 200 and models.json()["data"][0]["id"] == "smollm2-135m-instruct"
+        probe = f"import httpx; print(httpx.get('http://127.0.0.2:{PORT}/health').status_code)"
         reached = serving("exec", "--", sys.executable, "-c", probe, timeout=60)
-        assert reached.returncode == 0 and reached.stdout.strip() == "smollm2-135m-instruct", reached.stderr
-        # SIGKILL of its process group: no clean-up code runs. Every process it started (Ray,
-        # the engine replica, vLLM's engine core, HAProxy) must still go, and free the port.
+        assert reached.returncode == 0 and reached.stdout.strip() == "200", reached.stderr
+
+        # A worker node (one of the two engines) SIGKILLed while streams and whole requests run.
+        killed: list[int] = []
+        whole, streams = _load(nodes[0]["url"], whole=8, streams=4,
+                               during=lambda: killed.extend(_kill_node(nodes[2]["pid"])))
+        assert killed and len(whole) == 8 and len(streams) == 4
+        assert whole == [(200, True)] * 8, whole  # those it held are answered by the survivor
+        assert not [r for r in streams if r[0] not in (200, "cut")], streams  # no 5xx, none hung
+        assert all(r[1] is True for r in streams if r[0] == 200), streams  # an uncut stream ends with [DONE]
+        # Then the survivor answers everything, through the head's and its own ingress.
+        for url in (nodes[0]["url"], nodes[1]["url"]):
+            after, _ = _load(url, whole=4, streams=0)
+            assert after == [(200, True)] * 4, (url, after)
+        assert not [pid for pid in killed if Path(f"/proc/{pid}").exists()
+                    and Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"]
+
+        # SIGKILL of its process group: no clean-up code runs. Every process it started (the
+        # nodes' Ray processes, the engine replica, vLLM's engine core, HAProxy) must
+        # still go, and free the port.
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         assert not (left := _gone(proc.pid, within_s=30)), f"outlived serving up: {left}"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    # The same port again (the null engine: what is checked is that nothing holds the port),
-    # then stopped by `serving down`.
+    # The same port again (one node, the null engine: what is checked is that nothing holds
+    # the port), then stopped by `serving down`.
     proc, output = _up("--engine", "null")
     try:
         assert f"http://127.0.0.1:{PORT}/v1" in output, output[-3000:]

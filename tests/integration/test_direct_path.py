@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from serving.app_builder import ENGINE_DEPLOYMENT, ROUTER_DEPLOYMENT
-from serving.cluster.local import ROUTER_BODY_BYTES
+from serving.cluster.ingress_env import ROUTER_BODY_BYTES
 from tests.integration.metrics_reading import by_label, settled, wait_until
 from tests.integration.settings import BASE, MODEL
 

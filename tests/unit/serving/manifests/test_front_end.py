@@ -8,6 +8,7 @@ import argparse
 import importlib.util
 import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from serving.cluster.drain_node import add_arguments, prestop_budget_s
 from serving.errors import ConfigError
-from serving.cluster.local import direct_ingress_env
+from serving.cluster.ingress_env import direct_ingress_env
 from serving.manifests import render_files, render_rayservice
 from serving.manifests.ray_env import HARD_STOP_ENV, ROUTERS_ENV, THREADS_ENV, ray_serve_env
 from serving.manifests.sizing import (
@@ -76,16 +77,23 @@ def test_the_settings_are_ones_ray_reads(h200):
 
 
 def test_bare_vms_get_the_same_settings_as_the_pods(h200, tmp_path):
-    """ray-env.sh, as bash sources it, exports what the engine pods' containers carry."""
+    """ray-env.sh, as bash sources it, exports what the engine pods' containers carry
+    (the HAProxy launcher: found on the VM's PATH, here a fake one)."""
     config = cluster_config(CATALOG.get(LLAMA_70B), h200)
     files = render_files(config, h200)
     script = tmp_path / "ray-env.sh"
     script.write_text(files["ray-env.sh"])
-    shown = subprocess.run(["bash", "-c", f"set -a; . {shlex.quote(str(script))}; env"], capture_output=True,
-                           text=True, check=True, env={}).stdout
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "serveout-haproxy").write_text("#!/bin/sh\n")
+    (bin_dir / "serveout-haproxy").chmod(0o755)
+    shown = subprocess.run([shutil.which("bash"), "-c", f"set -a; . {shlex.quote(str(script))}; env"], capture_output=True,
+                           text=True, check=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}).stdout
     exported = dict(line.split("=", 1) for line in shown.splitlines() if line.startswith("RAY_SERVE_"))
     (engine,) = _templates(render_rayservice(config, h200))["engines"]["spec"]["containers"]
     pod = {k: v for k, v in _env(engine).items() if k.startswith("RAY_SERVE_")}
+    assert pod.pop("RAY_SERVE_HAPROXY_BINARY_PATH") == "/usr/local/bin/serveout-haproxy"
+    assert exported.pop("RAY_SERVE_HAPROXY_BINARY_PATH") == str(bin_dir / "serveout-haproxy")
     assert exported == pod
 
 
@@ -227,7 +235,8 @@ def test_the_rendered_file_states_the_sizing_and_the_replicas_streaming_load(h20
 def test_the_local_clusters_hard_stop_is_the_default_stacks(config):
     """``serving up`` passes its stack's own figure; a cluster started without one (the
     tests, the sweep) uses the default stack's, which must not drift from it."""
-    from serving.cluster.local import DEFAULT_HARD_STOP_AFTER_S, ClusterOptions, hard_stop_after
+    from serving.cluster.ingress_env import DEFAULT_HARD_STOP_AFTER_S, hard_stop_after
+    from serving.cluster.local import ClusterOptions
 
     default_config = config.model_copy(update={"gateway": type(config.gateway)(), "drain": type(config.drain)()})
     assert DEFAULT_HARD_STOP_AFTER_S == hard_stop_after(default_config)

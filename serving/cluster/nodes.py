@@ -1,0 +1,235 @@
+"""Several real Ray nodes on one machine: a head and worker nodes, each a ``ray start
+--block`` process on its own loopback address (127.0.0.1, 127.0.0.2, ...), as Ray's own
+tests build clusters.
+
+Each node has its own raylet, workers, CPUs, memory and ``slots`` of
+:data:`SLOT_RESOURCE`, the resource that stands for a node's GPUs: an engine replica
+takes one per tensor-parallel rank, in one node, as on a GPU cluster. The head holds
+none by default (it runs Serve's controller, like the CPU head of the H200 stack), so
+engines run on the worker nodes. Every node runs Serve's ingress (HAProxy + routers) on
+the stack's port at its own address.
+
+What one machine forces, and how it is met:
+
+- Ray's gRPC servers bind all interfaces, so nodes share one port space: every port a
+  node would take by default (the dashboard agent's, the client server's, the worker
+  port range, HAProxy's stats and metrics ports) is chosen free and distinct per node.
+- HAProxy binds Serve's ``http_options.host``; the launcher binds it to the node's own
+  address instead (``SERVEOUT_NODE_IP``, :mod:`serving.cluster.haproxy_launch`), so each
+  node's ingress has the same port, as on a real cluster.
+- Ray turns token authentication on by itself when ``~/.ray/auth_token`` exists; the
+  nodes and the driver get an explicit mode and a token of their own.
+
+Stopping: SIGTERM to each ``ray start`` (it stops its node's processes), then SIGKILL of
+whatever of the node's processes is left. Each ``ray start`` gets SIGTERM from the kernel
+when the process that started it dies (the parent-death signal), so a killed ``serving
+up`` leaves no node behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from serving.engine.process_guard import descendants, start_time
+from serving.errors import ClusterError
+
+SLOT_RESOURCE = "accelerator_slot"
+"""The Ray resource standing for one accelerator (one tensor-parallel rank) of a node."""
+
+WORKER_PORTS_PER_NODE = 400
+FIRST_WORKER_PORT = 20000
+"""Node k's Ray workers take ports [20000 + 400k, 20399 + 400k]: outside the default
+range (10002-19999) of any single-node Ray on the machine, disjoint between nodes."""
+
+OBJECT_STORE_BYTES = 150 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class NodesOptions:
+    """The shape of a local multi-node cluster."""
+
+    count: int = 3
+    cpus_per_node: int | None = None  # None = the cores this process may run on
+    slots_per_node: int = 1  # of SLOT_RESOURCE, on each worker node
+    head_slots: int = 0
+    http_port: int = 8000
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.count <= 8:
+            raise ClusterError(f"a local cluster has 2 to 8 nodes, not {self.count}")
+
+
+def node_ip(index: int) -> str:
+    """Node ``index``'s loopback address: the head (0) is 127.0.0.1."""
+    return f"127.0.0.{index + 1}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class Node:
+    """One started node: its index, address and ``ray start --block`` process."""
+
+    index: int
+    ip: str
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def head(self) -> bool:
+        return self.index == 0
+
+
+class LocalNodes:
+    """Starts and stops the nodes of one local multi-node Ray cluster (a context manager)."""
+
+    def __init__(self, options: NodesOptions, run_dir: Path) -> None:
+        self.options = options
+        self.run_dir = run_dir
+        self.nodes: list[Node] = []
+        self.gcs_port = 0
+        self._token = run_dir / "auth_token"
+        self._env: dict[str, str] = {}
+
+    @property
+    def address(self) -> str:
+        return f"{node_ip(0)}:{self.gcs_port}"
+
+    def driver_env(self) -> dict[str, str]:
+        """What a driver of this cluster needs in its environment (before ``ray.init``)."""
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self._token)}
+
+    def start(self, env: dict[str, str], timeout_s: float = 180) -> None:
+        """Start the head, then the worker nodes; returns once the head's GCS answers
+        (the workers join on their own; :meth:`wait_joined` waits for them)."""
+        self._env = env
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._token.write_text(secrets.token_hex(32))
+        self._token.chmod(0o600)
+        self.gcs_port = free_port()
+        self.nodes.append(self._start_node(0, env))
+        deadline = time.monotonic() + timeout_s
+        while not _accepts(node_ip(0), self.gcs_port):
+            if self.nodes[0].process.poll() is not None or time.monotonic() > deadline:
+                raise ClusterError(f"the head node did not start: {_tail(self.nodes[0].log)}")
+            time.sleep(0.2)
+        for index in range(1, self.options.count):
+            self.nodes.append(self._start_node(index, env))
+
+    def wait_joined(self, alive_nodes, timeout_s: float = 180) -> None:
+        """Wait until ``alive_nodes()`` (the addresses Ray lists alive) has every node."""
+        deadline = time.monotonic() + timeout_s
+        wanted = {node.ip for node in self.nodes}
+        while not wanted <= set(alive_nodes()):
+            for node in self.nodes:
+                if node.process.poll() is not None:
+                    raise ClusterError(f"node {node.ip} stopped while starting: {_tail(node.log)}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"nodes {sorted(wanted - set(alive_nodes()))} did not join in {timeout_s:.0f} s")
+            time.sleep(0.5)
+
+    def restart(self, index: int) -> None:
+        """Start worker node ``index`` again (after it died), with the same address: a
+        replaced machine rejoining the cluster."""
+        node = self.nodes[index]
+        if node.head:
+            raise ClusterError("the head node cannot be restarted in place")
+        if node.process.poll() is None:
+            raise ClusterError(f"node {node.ip} is still running")
+        self.nodes[index] = self._start_node(index, self._env)
+
+    def _command(self, index: int) -> list[str]:
+        opts = self.options
+        cpus = opts.cpus_per_node or len(os.sched_getaffinity(0))
+        slots = opts.head_slots if index == 0 else opts.slots_per_node
+        low = FIRST_WORKER_PORT + WORKER_PORTS_PER_NODE * index
+        ray = Path(sys.executable).with_name("ray")
+        command = [str(ray) if ray.is_file() else shutil.which("ray") or "ray", "start", "--block",
+                   "--disable-usage-stats", f"--node-ip-address={node_ip(index)}", f"--num-cpus={cpus}",
+                   f"--resources={json.dumps({SLOT_RESOURCE: slots} if slots else {})}",
+                   f"--object-store-memory={OBJECT_STORE_BYTES}",
+                   f"--dashboard-agent-listen-port={free_port()}",
+                   f"--min-worker-port={low}", f"--max-worker-port={low + WORKER_PORTS_PER_NODE - 1}",
+                   f"--temp-dir={self.run_dir / f'node{index}'}"]
+        if index == 0:
+            return command + ["--head", f"--port={self.gcs_port}", "--include-dashboard=false",
+                              f"--ray-client-server-port={free_port()}"]
+        return command + [f"--address={self.address}"]
+
+    def _start_node(self, index: int, env: dict[str, str]) -> Node:
+        node_env = {**env, **self.driver_env(),
+                    "SERVEOUT_NODE_IP": node_ip(index),
+                    "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
+                    "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port())}
+        log = self.run_dir / f"node{index}.log"
+        with log.open("ab") as out:
+            process = subprocess.Popen(self._command(index), env=node_env, stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        return Node(index, node_ip(index), process, log)
+
+    def processes(self, node: Node) -> list[int]:
+        """The PIDs of ``node``'s ``ray start`` and every process below it."""
+        return [node.process.pid, *descendants(node.process.pid)]
+
+    def stop(self, timeout_s: float = 30) -> None:
+        """Stop every node (workers first) and whatever of their processes is left."""
+        noted = {(pid, start_time(pid)) for node in self.nodes for pid in self.processes(node)}
+        for node in reversed(self.nodes):
+            if node.process.poll() is None:
+                node.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for node in self.nodes:
+            try:
+                node.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait()
+        for pid, started in noted:
+            if started is not None and start_time(pid) == started:  # not a PID reused since
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.nodes.clear()
+
+    def __enter__(self) -> "LocalNodes":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
