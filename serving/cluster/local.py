@@ -96,8 +96,7 @@ class LocalCluster:
         self._temp_dir = Path(tempfile.mkdtemp(prefix="serveout-ray-"))
         if self.options.nodes > 1:  # Ray reads its authentication settings once, at import
             self.nodes = LocalNodes(NodesOptions(count=self.options.nodes, cpus_per_node=num_cpus,
-                                                 slots_per_node=self.options.slots_per_node,
-                                                 http_port=self.options.http_port), self._temp_dir / "nodes")
+                                                 slots_per_node=self.options.slots_per_node), self._temp_dir / "nodes")
             self._set_env({NODE_IP_ENV: None, **self.nodes.driver_env()})
 
         import ray

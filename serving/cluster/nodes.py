@@ -62,7 +62,6 @@ class NodesOptions:
     cpus_per_node: int | None = None  # None = the cores this process may run on
     slots_per_node: int = 1  # of SLOT_RESOURCE, on each worker node
     head_slots: int = 0
-    http_port: int = 8000
 
     def __post_init__(self) -> None:
         if not 2 <= self.count <= 8:
@@ -75,6 +74,7 @@ def node_ip(index: int) -> str:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port no process listens on now."""
     with socket.socket() as probe:
         probe.bind((host, 0))
         return probe.getsockname()[1]
@@ -102,7 +102,7 @@ class Node:
 
 
 class LocalNodes:
-    """Starts and stops the nodes of one local multi-node Ray cluster (a context manager)."""
+    """Starts and stops the nodes of one local multi-node Ray cluster."""
 
     def __init__(self, options: NodesOptions, run_dir: Path) -> None:
         self.options = options
@@ -212,12 +212,6 @@ class LocalNodes:
                 except ProcessLookupError:
                     pass
         self.nodes.clear()
-
-    def __enter__(self) -> "LocalNodes":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def _accepts(host: str, port: int) -> bool:
