@@ -18,7 +18,9 @@ it, and HAProxy ends the requests it holds once it has sent nothing for ``--dead
 + 30 s), ``router`` (SIGKILL of one of the node's two routers), ``node`` (with ``--nodes
 3``: SIGKILL of every process of the worker node that runs the replica, its raylet
 included; after ``--after`` s the node is started again, as Kubernetes would replace
-the pod, and recovery is the replica back on it). With ``--nodes N`` every fault runs
+the pod, and recovery is the replica back on it; the time from the node's restart to
+2 ready replicas is compared with a bare vLLM server's start on the same box, measured
+after the stack is down). With ``--nodes N`` every fault runs
 on a cluster of N real Ray nodes (:mod:`serving.cluster.nodes`): a head and worker
 nodes of one engine replica each; clients use the head's ingress.
 
@@ -51,6 +53,8 @@ from rich.table import Table
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.metrics import samples
 from benchmarks.common.model import MODEL, stack_config
+from benchmarks.common.references import bare_vllm_server
+from benchmarks.common.servers import free_port
 from serving.cluster.ingress_env import hard_stop_after
 from serving.cluster.local import ClusterOptions, LocalCluster
 from serving.cluster.nodes import SLOT_RESOURCE
@@ -78,6 +82,7 @@ class FaultReport:
     streams_cut: int = 0
     streams_resumed: int = 0  # not implemented: a cut stream is not resumed
     recover_s: float | None = None
+    rejoin_s: float | None = None  # node fault: from the node's restart to 2 ready replicas
     statuses: dict[str, int] = field(default_factory=dict)
 
     def count(self, status: int) -> None:
@@ -241,8 +246,10 @@ async def run_fault(cluster: LocalCluster, app: str, fault: str, args: argparse.
             report.streams_completed += ended == "completed"
             report.streams_error_event += ended == "error_event"
             report.streams_cut += ended == "cut"
+    rejoined = None
     if fault == "node":  # the node replaced (same address), then the replica back on it
         cluster.nodes.restart(node_of_pid_index(cluster, pids[0]))
+        rejoined = time.monotonic()
     if fault == "router":  # back: as many router processes as before, the killed one not among them
         back = await asyncio.to_thread(wait_for, lambda: len(set(router_pids(app)) - set(pids)) >= routers,
                                        args.recovery_timeout)
@@ -250,6 +257,8 @@ async def run_fault(cluster: LocalCluster, app: str, fault: str, args: argparse.
         down = await asyncio.to_thread(wait_for, lambda: ready_replicas(url) < 2, 60)
         back = down and await asyncio.to_thread(wait_for, lambda: ready_replicas(url) >= 2, args.recovery_timeout)
     report.recover_s = round(time.monotonic() - faulted, 1) if back else None
+    if rejoined is not None and back:
+        report.rejoin_s = round(time.monotonic() - rejoined, 1)
     if fault == "hung-replica":  # Serve kills a replica that fails its health checks; if not, end it
         try:
             os.kill(pids[0], signal.SIGKILL)
@@ -315,6 +324,16 @@ def main() -> None:
             args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "args": vars(args) | {"out": str(
                 args.out)}, "faults": [asdict(r) for r in reports]}, indent=2))
             console.print(table(reports, args.nodes))
+    if "node" in faults:  # what a replaced node's rejoin is compared with: one bare engine's start
+        started = time.monotonic()
+        with bare_vllm_server(free_port(), args.out.with_suffix(".vllm.log")):
+            bare_s = round(time.monotonic() - started, 1)
+        rejoin = next(r.rejoin_s for r in reports if r.fault == "node")
+        ratio = f"{rejoin / bare_s:.2f}x" if rejoin else "n/a"
+        console.print(f"node rejoin to 2 ready replicas: {rejoin} s; a bare vLLM server's start here: "
+                      f"{bare_s} s ({ratio})")
+        summary = json.loads(args.out.read_text())
+        args.out.write_text(json.dumps(summary | {"bare_vllm_start_s": bare_s}, indent=2))
     console.print(f"figures written to {args.out}")
 
 

@@ -127,14 +127,30 @@ class LocalCluster:
 
         try:
             self.nodes.start(dict(os.environ))
-            ray.init(address=self.nodes.address, _node_ip_address="127.0.0.1",
-                     log_to_driver=self.options.log_to_driver, namespace="serveout")
+            self._connect(timeout_s=180)
             self._started = True
             self.nodes.wait_joined(lambda: [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]])
         except BaseException:
             self.shutdown()
             raise
         return {"host": "0.0.0.0", "port": self.options.http_port, "location": "EveryNode"}
+
+    def _connect(self, timeout_s: float) -> None:
+        """``ray.init`` to the head, retried while its raylet is not registered yet (the
+        GCS answers first: Ray then finds no node at 127.0.0.1)."""
+        import ray
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                ray.init(address=self.nodes.address, _node_ip_address="127.0.0.1",
+                         log_to_driver=self.options.log_to_driver, namespace="serveout")
+                return
+            except ConnectionError as exc:
+                ray.shutdown()
+                if time.monotonic() > deadline or self.nodes.nodes[0].process.poll() is not None:
+                    raise ClusterError(f"could not connect to the head node: {exc.__cause__ or exc}") from exc
+                time.sleep(1.0)
 
     def deploy(self, config: StackConfig, *, timeout_s: float = 900,
                on_progress: Callable[[str], None] = lambda _: None) -> str:

@@ -137,14 +137,21 @@ class LocalNodes:
         for index in range(1, self.options.count):
             self.nodes.append(self._start_node(index, env))
 
-    def wait_joined(self, alive_nodes, timeout_s: float = 180) -> None:
-        """Wait until ``alive_nodes()`` (the addresses Ray lists alive) has every node."""
+    def wait_joined(self, alive_nodes, timeout_s: float = 300, attempts: int = 3) -> None:
+        """Wait until ``alive_nodes()`` (the addresses Ray lists alive) has every node. A
+        worker node whose ``ray start`` gave up is started again, ``attempts`` times in
+        all (Ray gives a raylet 30 s to register, which a busy machine can miss)."""
         deadline = time.monotonic() + timeout_s
         wanted = {node.ip for node in self.nodes}
+        tries = {node.index: 1 for node in self.nodes}
         while not wanted <= set(alive_nodes()):
-            for node in self.nodes:
-                if node.process.poll() is not None:
+            for node in list(self.nodes):
+                if node.process.poll() is None:
+                    continue
+                if node.head or tries[node.index] >= attempts:
                     raise ClusterError(f"node {node.ip} stopped while starting: {_tail(node.log)}")
+                tries[node.index] += 1
+                self.nodes[node.index] = self._start_node(node.index, self._env)
             if time.monotonic() > deadline:
                 raise ClusterError(f"nodes {sorted(wanted - set(alive_nodes()))} did not join in {timeout_s:.0f} s")
             time.sleep(0.5)
