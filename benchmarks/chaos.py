@@ -54,7 +54,7 @@ from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.metrics import samples
 from benchmarks.common.model import MODEL, stack_config
 from benchmarks.common.references import bare_vllm_server
-from benchmarks.common.servers import free_port
+from benchmarks.common.servers import ServerStartError, free_port
 from serving.cluster.ingress_env import hard_stop_after
 from serving.cluster.local import ClusterOptions, LocalCluster
 from serving.cluster.nodes import SLOT_RESOURCE
@@ -325,11 +325,14 @@ def main() -> None:
                 args.out)}, "faults": [asdict(r) for r in reports]}, indent=2))
             console.print(table(reports, args.nodes))
     if "node" in faults:  # what a replaced node's rejoin is compared with: one bare engine's start
-        started = time.monotonic()
-        with bare_vllm_server(free_port(), args.out.with_suffix(".vllm.log")):
-            bare_s = round(time.monotonic() - started, 1)
-        rejoin = next(r.rejoin_s for r in reports if r.fault == "node")
-        ratio = f"{rejoin / bare_s:.2f}x" if rejoin else "n/a"
+        started, bare_s = time.monotonic(), None
+        try:
+            with bare_vllm_server(free_port(), args.out.with_suffix(".vllm.log"), timeout_s=args.recovery_timeout):
+                bare_s = round(time.monotonic() - started, 1)
+        except ServerStartError as exc:
+            console.print(f"[red]the bare vLLM server did not start: {exc}")
+        rejoin = next((r.rejoin_s for r in reports if r.fault == "node"), None)
+        ratio = f"{rejoin / bare_s:.2f}x" if rejoin and bare_s else "n/a"
         console.print(f"node rejoin to 2 ready replicas: {rejoin} s; a bare vLLM server's start here: "
                       f"{bare_s} s ({ratio})")
         summary = json.loads(args.out.read_text())
