@@ -15,6 +15,7 @@ from benchmarks.common import isolation
 from benchmarks.common.cpu import Sampler, between, busy_s, cpu_s, percent_of_cores
 from benchmarks.common.model import MODEL, model_spec
 from benchmarks.common.servers import ServerStartError, free_port, start, stop, wait_healthy
+from serving.cluster import netns
 from serving.cluster.netns import IN_NETNS_ENV
 
 Times = namedtuple("Times", "user nice system idle iowait irq softirq steal")
@@ -121,6 +122,7 @@ def reexec(monkeypatch) -> FakeReexec:
     fake = FakeReexec()
     monkeypatch.setattr(isolation, "reexec_in_loopback_netns", fake)
     monkeypatch.delenv(IN_NETNS_ENV, raising=False)
+    monkeypatch.setattr(netns, "interfaces", lambda: ["eth0", "lo"])  # as outside any namespace
     monkeypatch.setattr(sys, "argv", ["/repo/benchmarks/x.py", "--flag", "1"])
     return fake
 
@@ -139,6 +141,10 @@ def test_no_rerun_when_not_root_or_already_inside(reexec, monkeypatch):
     monkeypatch.setenv(IN_NETNS_ENV, "1")
     isolation.loopback_if_root("benchmarks.x")
     isolation.loopback_holding_lock("/tmp/lock")
+    assert reexec.argv is None
+    monkeypatch.delenv(IN_NETNS_ENV)
+    monkeypatch.setattr(netns, "interfaces", lambda: ["lo"])  # any loopback-only namespace (unshare -n)
+    isolation.loopback_if_root("benchmarks.x")
     assert reexec.argv is None
 
 
