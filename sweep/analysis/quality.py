@@ -68,7 +68,7 @@ class QualityVerdict(Strict):
 
 
 def describe_score(score: Score) -> str:
-    """``94.3% (296/314) [91.1, 96.3]``."""
+    """``94.3% (296/314) [91.1%, 96.3%]``."""
     return f"{score.score:.1%} ({score.correct}/{score.items}) [{score.low:.1%}, {score.high:.1%}]"
 
 
