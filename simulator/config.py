@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from serving.config.model_spec import EngineSettings
+from serving.config.model_spec import Dtype, EngineSettings
 from serving.config.gateway import GatewaySpec
 from serving.config.stack import AutoscalingSpec, RoutingSpec
 
@@ -26,6 +26,7 @@ class SimulationConfig(BaseModel):
     model: str = Field(description="a model spec name (models/NAME.yaml)")
     replicas: int = Field(1, ge=1)
     tensor_parallel: int | None = Field(None, ge=1, description="None = the model spec's")
+    dtype: Dtype | None = Field(None, description="None = the model spec's")
     routing: RoutingSpec = RoutingSpec()
     autoscaling: AutoscalingSpec = AutoscalingSpec()
     max_in_flight: int = Field(GatewaySpec().max_in_flight, ge=1, description="gateway admission bound")

@@ -87,6 +87,8 @@ def kv_blocks(spec: ModelSpec, hardware: HardwareProfile, engine: EngineSettings
 def replica_setup(sim: SimulationConfig) -> ReplicaSetup:
     """The replicas ``sim`` describes; :class:`SimulationConfigError` for a bad combination."""
     spec = load_model(sim.model, sim.models_dir)
+    if sim.dtype is not None:
+        spec = spec.model_copy(update={"dtype": sim.dtype})
     hardware = load_hardware(sim.hardware)
     engine = sim.engine or spec.engine
     tp = sim.tensor_parallel or spec.tensor_parallel_size

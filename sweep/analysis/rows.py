@@ -13,7 +13,8 @@ Definitions used in every table and plot:
   below every valid failure (:func:`sweep.measure.verdicts.capacity_point`); a
   lower bound, bracketed above by ``fails_at_rps`` when a valid point failed;
 - *throughput*: requests/s and output tokens/s achieved at that capacity point;
-- *scaling efficiency*: achieved speed-up over ideal linear speed-up (below).
+- *scaling efficiency*: achieved speed-up over ideal linear speed-up (below);
+- *quality*: the quality gate's verdict on the run's answers (:mod:`sweep.analysis.quality`).
 
 The speed-up is capacity over capacity: the highest rate meeting the SLO with more
 units, over that with the base. Two comparisons:
@@ -37,6 +38,7 @@ import math
 from collections.abc import Sequence
 
 from loadtest.workloads.text_density import TextDensity
+from sweep.analysis.quality import QualityVerdict, judge_quality
 from sweep.measure.results import LoadPoint, RunRecord, RunStatus, TrialPurpose, same_rate
 from sweep.measure.verdicts import (
     Outcome,
@@ -82,10 +84,17 @@ class RunRow(Strict):
     cost_per_million_output_chars: float | None = None
     wall_time_s: float | None
     artifacts: tuple[str, ...]
+    quality: QualityVerdict | None = None
 
     @property
     def passes(self) -> bool:
+        """Meets the SLO at the target (latency and goodput; quality apart: :attr:`admitted`)."""
         return self.outcome_at_target is Outcome.PASS
+
+    @property
+    def admitted(self) -> bool:
+        """Meets the SLO and the quality gate admits it (no ``quality`` section: the SLO alone)."""
+        return self.passes and (self.quality is None or self.quality.admits)
 
     @property
     def worst_ratio(self) -> float:
@@ -103,6 +112,7 @@ def build_rows(
     """Rows for every record, in history order; ``chars_per_token`` of the workload's
     text (``None``: synthetic) turns costs per token into costs per character."""
     slo, r = space.slo, space.target_rps
+    quality = judge_quality(space, history)
     rows = []
     for rec in history:
         c = rec.candidate
@@ -134,6 +144,7 @@ def build_rows(
                 cost_per_million_output_chars=cost_per_million_chars(per_million, chars_per_token),
                 wall_time_s=rec.result.wall_time_s,
                 artifacts=rec.result.artifacts,
+                quality=quality.get(c.id),
             )
         )
     return tuple(rows)

@@ -23,8 +23,8 @@ GATEWAY_MAX_IN_FLIGHT = 1024
 
 
 class ResolvedCandidate(Strict):
-    """One candidate as any measurer deploys it: the spec's model at the candidate's TP,
-    the model spec's engine settings with the candidate's knobs, its replicas
+    """One candidate as any measurer deploys it: the spec's model at the candidate's TP and
+    dtype, the model spec's engine settings with the candidate's knobs, its replicas
     (``cpus_per_rank`` cores per rank on CPU, else ``None``) and the gateway's admission bound."""
 
     model: ModelSpec
@@ -40,8 +40,9 @@ class ResolvedCandidate(Strict):
 
 def resolve(candidate: DeploymentCandidate, spec: SweepSpec, catalog: ModelCatalog) -> ResolvedCandidate:
     """``candidate`` filled in from the spec and the model catalog: the one source of both configs below."""
-    model = catalog.get(spec.model).model_copy(update={"tensor_parallel_size": candidate.tp})
     knobs = {k: v for k, v in candidate.engine.model_dump().items() if v is not None}
+    model = catalog.get(spec.model).model_copy(
+        update={"tensor_parallel_size": candidate.tp, **({"dtype": knobs.pop("dtype")} if "dtype" in knobs else {})})
     if (slots := knobs.pop("max_loras", None)) is not None:
         lora = (model.engine.lora or LoraSettings()).model_dump() | {"max_loras": slots}
         if lora["max_cpu_loras"] is not None and lora["max_cpu_loras"] < slots:
@@ -78,6 +79,6 @@ def simulation_config_for(candidate: DeploymentCandidate, spec: SweepSpec, catal
     resolved = resolve(candidate, spec, catalog)
     return SimulationConfig(
         hardware=spec.hardware, model=spec.model, replicas=resolved.replicas,
-        tensor_parallel=resolved.tensor_parallel, engine=resolved.engine,
+        tensor_parallel=resolved.tensor_parallel, dtype=resolved.model.dtype, engine=resolved.engine,
         max_in_flight=resolved.max_in_flight, models_dir=models_dir, adapters=spec.adapters,
     )

@@ -13,7 +13,7 @@ import enum
 import itertools
 import math
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, model_validator
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from loadtest.analysis.slo import Metric
 from sweep.spec.space import DeploymentCandidate
@@ -137,12 +137,32 @@ class Trial(Strict):
         return self
 
 
+class QualityMeasurement(Strict):
+    """The quality probe on one deployment: ``correct`` of ``items`` answers right
+    (a failed request is graded wrong and counted in ``errors``); ``wrong``: their ids."""
+
+    set: str
+    items: PositiveInt
+    correct: NonNegativeInt
+    errors: NonNegativeInt = 0
+    wrong: tuple[str, ...] = ()
+    wall_time_s: NonNegativeFloat | None = Field(None, description="the probe, first request to last answer")
+
+    @model_validator(mode="after")
+    def _counts(self) -> QualityMeasurement:
+        if self.correct > self.items or len(self.wrong) != self.items - self.correct:
+            raise ValueError("need correct <= items and one wrong id per wrong answer")
+        return self
+
+
 class MeasuredResult(Strict):
-    """What measuring one trial gave. Non-ok results carry a reason; ok ones a point."""
+    """What measuring one trial gave. Non-ok results carry a reason; ok ones a point;
+    ``quality`` when the spec asks for it and the deployment answered the probe."""
 
     status: RunStatus
     reason: str | None = None
     points: tuple[LoadPoint, ...] = ()
+    quality: QualityMeasurement | None = None
     wall_time_s: NonNegativeFloat | None = Field(None, description="deploy to teardown")
     artifacts: tuple[str, ...] = Field((), description="load tester output folders, relative")
 

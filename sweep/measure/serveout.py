@@ -6,8 +6,10 @@ candidate's :class:`StackConfig` (:func:`sweep.measure.deployment.stack_config_f
 with serving's public app builder on a local cluster the caller owns, then drives the
 load tester through its typed API: a :class:`~loadtest.config.LoadTestConfig` in,
 :func:`~loadtest.run.orchestrator.run_load_test`'s :class:`~loadtest.analysis.summary.Summary`
-out (both maps in :mod:`sweep.measure.load_test`). The load tester never imports Locust
-here: its generator runs in child processes (Locust cannot share a process with Ray).
+out (both maps in :mod:`sweep.measure.load_test`); with the spec's ``quality``, the same
+deployment then answers the quality probe (:mod:`sweep.measure.quality_probe`). The load
+tester never imports Locust here: its generator runs in child processes (Locust cannot
+share a process with Ray).
 Serving's errors stop at this seam: a failed deploy is a ``failed-to-deploy`` result,
 and a model that is unknown or not prepared is :class:`ModelUnavailableError`
 (:mod:`sweep.measure.models`).
@@ -30,8 +32,10 @@ from serving.cluster.local import LocalCluster
 from sweep.measure.deployment import stack_config_for
 from sweep.measure.load_test import load_point, loadtest_config
 from sweep.measure.models import prepared_adapters, prepared_model
+from sweep.measure.quality_probe import measure_quality
 from sweep.measure.results import LoadPoint, MeasuredResult, RunStatus, Trial
 from sweep.measure.sampling import measure_rates
+from sweep.spec.files import probe_items
 from sweep.spec.sweep_spec import SweepSpec
 
 
@@ -45,6 +49,7 @@ class ServeoutMeasurer:
         self.adapters = prepared_adapters(spec.model, spec.adapters, catalog)
         self.artifacts = artifacts
         self.on_phase = on_phase
+        self.probe_items = probe_items(spec)
 
     def measure(self, trial: Trial) -> MeasuredResult:
         started = time.monotonic()
@@ -68,13 +73,19 @@ class ServeoutMeasurer:
             summary = run_load_test(test, RunOptions(out_dir=folder, console=Console(quiet=True)))
             return load_point(summary.headline, rate)
 
+        points: tuple[LoadPoint, ...] = ()
         try:
             points = measure_rates(trial, self.spec.traffic.seed, self.spec.slo, self.spec.search, take)
-            return MeasuredResult(status=RunStatus.OK, points=points, artifacts=tuple(folders),
+            quality = None
+            if self.spec.quality is not None:
+                self.on_phase(f"quality probe: {len(self.probe_items)} items")
+                quality = measure_quality(url, self.spec.model, self.probe_items, self.spec.quality)
+            return MeasuredResult(status=RunStatus.OK, points=points, quality=quality, artifacts=tuple(folders),
                                   wall_time_s=time.monotonic() - started)
         except (LoadTestError, OSError) as exc:
-            return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=_short(f"load test failed: {exc}"),
-                                  artifacts=tuple(folders), wall_time_s=time.monotonic() - started)
+            what = "quality probe" if points else "load test"
+            return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=_short(f"{what} failed: {exc}"),
+                                  points=points, artifacts=tuple(folders), wall_time_s=time.monotonic() - started)
         finally:
             self._teardown(config)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from sweep.analysis.quality import NOT_MEASURED_SIMULATED, short_label
 from sweep.analysis.rows import replica_efficiency
 from sweep.report.document import SweepReport
 from sweep.spec.sweep_spec import simulated_label
@@ -20,8 +21,9 @@ def answer_table(report: SweepReport) -> Table:
                         f"of a {report.grid_size}-candidate grid",
                   caption="simulated, not measured (docs/simulator.md)" if report.spec.simulated else None)
     table.add_column("candidate", no_wrap=True)
+    quality = report.spec.quality is not None
     for col in ("status", "accel.", "req/s", "out tok/s", "TTFT p95", "TPOT p95", "E2E p95",
-                "cost/h", "cost / M tok", "scaling eff.", "SLO at target"):
+                "cost/h", "cost / M tok", "scaling eff.", "SLO at target", *(("quality",) if quality else ())):
         table.add_column(col)
     for row in report.runs:
         t = row.target.point if row.target else None
@@ -33,7 +35,8 @@ def answer_table(report: SweepReport) -> Table:
             str(row.accelerators), num(row.throughput_rps), num(row.throughput_output_tokens_per_s, "{:.0f}"),
             ms(t.ttft_p95_s if t else None), ms(t.tpot_p95_s if t else None), ms(t.e2e_p95_s if t else None),
             f"{row.cost_per_hour:.3f}", num(row.cost_per_million_output_tokens, "{:.3f}"),
-            num(None if scaling is None else scaling.efficiency), row.outcome_at_target.value)
+            num(None if scaling is None else scaling.efficiency), row.outcome_at_target.value,
+            *((short_label(row.quality),) if quality else ()))
     return table
 
 
@@ -49,6 +52,10 @@ def print_answer(report: SweepReport, out: Path, console: Console) -> None:
         console.print(f"[bold yellow]{simulated_label(report.spec)}[/]")
         for flag in margin_flags(report.answer.verdicts, band_for(report.spec.hardware)):
             console.print(f"[yellow]near the limit:[/] {flag}")
+    if report.spec.quality is not None and report.spec.simulated:
+        console.print(f"[bold yellow]{NOT_MEASURED_SIMULATED}[/]: the quality gate was not applied")
+    for refusal in report.answer.refused:
+        console.print(f"[yellow]{refusal.candidate_id}[/] {refusal.why}", highlight=False)
     console.print(f"[bold]answer:[/] {report.answer.explanation}")
     best = report.run(report.answer.best) if report.answer.best else None
     if report.spec.adapters and best is not None:

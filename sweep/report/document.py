@@ -24,7 +24,10 @@ Schema ``serveout.sweep`` version 3 (every field of :class:`SweepReport`):
   derived), the outcome at the target rate (pass | fail | invalid | error |
   unknown), capacity at SLO and the lowest failing rate, throughput (req/s,
   output tok/s), cost per million output tokens, cost per request and cost per
-  million output characters (``null`` for synthetic workloads) at the target;
+  million output characters (``null`` for synthetic workloads) at the target, and
+  with a ``quality`` section the quality gate's verdict (``quality``: status
+  reference | accepted | refused | unknown | simulated, the score with its Wilson
+  interval, the reference's, the tolerance, answers changed, explanation);
 - ``text_density`` (``null`` when no tokenizer was measured): characters and tokens
   of the bundled prompt sets per language and of the run's workload, with the
   model's tokenizer (:class:`~loadtest.workloads.text_density.TextDensities`);
@@ -33,7 +36,8 @@ Schema ``serveout.sweep`` version 3 (every field of :class:`SweepReport`):
 - ``scaling``: replica scaling and tensor-parallel scaling per accelerator
   (:mod:`sweep.analysis.rows`);
 - ``answer``: kind (passing | closest | none), best and runner-up candidate ids,
-  the best's verdicts, the keys of its failed objectives, explanation;
+  the best's verdicts, the keys of its failed objectives, the runs refused on quality
+  (``refused``: no dearer than the answer, each ``candidate_id`` and ``why``), explanation;
 - ``pareto``: candidate ids on the cost-per-million-tokens vs p95 E2E front;
 - ``capacity``: the fitted capacity model per shape (:mod:`sweep.capacity.model`);
 - ``notes``: the strategy's state per shape; ``assumptions``; ``warnings``.
@@ -53,21 +57,26 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from loadtest.workloads.text_density import TextDensities
+from sweep.analysis.quality import RULE as QUALITY_RULE
 from sweep.analysis.rows import LanguageCost, RunRow, ScalingRow, build_rows, language_costs, scaling_rows
 from sweep.analysis.selection import CLOSEST_RULE, TIE_BREAK, Answer, choose, pareto_front
 from sweep.capacity.model import ShapeCapacity, fit_capacity
 from sweep.measure.results import RunRecord
 from sweep.spec.economics import PriceTable
 from sweep.spec.space import InfeasibleNote, SearchSpace
-from sweep.spec.sweep_spec import SearchSettings, SweepSpec, measurement_fingerprint
+from sweep.spec.sweep_spec import SweepSpec, measurement_fingerprint
 from sweep.strict import Strict
 
 SCHEMA = "serveout.sweep"
 SCHEMA_VERSION = 3
 
 
-def assumptions(search: SearchSettings) -> tuple[str, ...]:
+def assumptions(spec: SweepSpec) -> tuple[str, ...]:
     """What the search and the report take for granted, in words."""
+    search = spec.search
+    quality = () if spec.quality is None else (
+        f"quality: {QUALITY_RULE} (tolerance {spec.quality.tolerance * 100:g} pts, reference "
+        f"{spec.quality.reference}, {spec.quality.items or 'all'} item(s) of {spec.quality.set_name})",)
     return (
         "passing is monotone in load: a rate above a failing one is taken as failing",
         "fewer replicas never beat more: if N replicas fail at R, fewer fail too",
@@ -83,6 +92,7 @@ def assumptions(search: SearchSettings) -> tuple[str, ...]:
         "meeting the SLO: lower bounds, exact to the spacing of the measured rates",
         f"ties between passing configurations: {TIE_BREAK}",
         f"closest when none passes: {CLOSEST_RULE}",
+        *quality,
     )
 
 
@@ -199,6 +209,6 @@ def build_report(
         text_density=text_density,
         language_costs=() if text_density is None else language_costs(best, text_density.languages),
         notes=tuple(notes),
-        assumptions=assumptions(space.spec.search),
+        assumptions=assumptions(space.spec),
         warnings=(*warnings, *invalid),
     )

@@ -8,6 +8,7 @@ from loadtest.analysis.slo import ObjectiveResult
 from loadtest.units import format_seconds
 from loadtest.workloads.text_density import TextDensity
 from sweep.analysis.models import model_costs
+from sweep.analysis.quality import NOT_MEASURED_SIMULATED, short_label
 from sweep.analysis.rows import PointRow, RunRow, ScalingKind, ScalingRow
 from sweep.analysis.selection import AnswerKind
 from sweep.capacity.model import DEFAULT_HEADROOM, ShapeCapacity
@@ -120,6 +121,9 @@ def _answer(report: SweepReport) -> list[str]:
                   "resamples in which the objective holds."]
     if answer.failed:
         lines += ["", f"Failed objective(s), worst first: {', '.join(answer.failed)}"]
+    if answer.refused:
+        lines += ["", "Refused on quality (meet the SLO, no dearer than the answer):", ""]
+        lines += [f"- `{r.candidate_id}`: {_cell(r.why)}" for r in answer.refused]
     lines += ["", f"Runner-up: `{answer.runner_up}`" if answer.runner_up else "Runner-up: none", ""]
     return lines
 
@@ -127,8 +131,8 @@ def _answer(report: SweepReport) -> list[str]:
 def _runs(report: SweepReport) -> list[str]:
     cur = report.prices.currency
     header = ("candidate", "purpose", "status", "acc.", f"{cur}/h", "TTFT p95", "TPOT p95", "E2E p95",
-              "goodput", "at target", "capacity req/s", "fails at req/s", "req/s", "out tok/s", f"{cur}/M tok",
-              f"{cur}/request", f"{cur}/M chars")
+              "goodput", "at target", "quality", "capacity req/s", "fails at req/s", "req/s", "out tok/s",
+              f"{cur}/M tok", f"{cur}/request", f"{cur}/M chars")
 
     def row(r: RunRow) -> list[str]:
         t = r.target.point if r.target else None
@@ -140,6 +144,7 @@ def _runs(report: SweepReport) -> list[str]:
             format_seconds(t.ttft_p95_s if t else None), format_seconds(t.tpot_p95_s if t else None),
             format_seconds(t.e2e_p95_s if t else None), "-" if share is None else f"{share:.1%}",
             r.outcome_at_target.value if r.target is None else _outcome(r.target),
+            short_label(r.quality),
             _num(r.capacity_rps), _num(r.fails_at_rps), _num(r.throughput_rps),
             _num(r.throughput_output_tokens_per_s), _num(r.cost_per_million_output_tokens, 4),
             _num(r.cost_per_request, 4), _num(r.cost_per_million_output_chars, 4),
@@ -161,6 +166,32 @@ def _runs(report: SweepReport) -> list[str]:
                 for r, p in points
             ),
         )
+    return [*lines, ""]
+
+
+def _quality(report: SweepReport) -> list[str]:
+    """The quality gate: the rule, then each run's score and verdict."""
+    quality = report.spec.quality
+    if quality is None:
+        return []
+    lines = ["## Quality", ""]
+    if report.simulated:
+        return [*lines, f"{NOT_MEASURED_SIMULATED}: a simulator produces no answers, so no candidate was graded "
+                        "and the gate was not applied.", ""]
+    lines += [f"Each deployment answered {quality.items or 'all'} item(s) of `{quality.set_name}` at temperature 0 "
+              f"after its load points. Rule: refused when the 95% Wilson lower bound of its score is more than "
+              f"{quality.tolerance * 100:g} pts below the reference's (reference: `{quality.reference}`).", ""]
+    rows = []
+    for r in report.runs:
+        v = r.quality
+        score = None if v is None else v.score
+        rows.append((f"`{r.candidate_id}`", "-" if score is None else f"{score.correct}/{score.items}",
+                     "-" if score is None else f"{score.score:.1%} [{score.low:.1%}, {score.high:.1%}]",
+                     "-" if v is None or score is None else str(v.errors),
+                     "-" if v is None or v.changed is None else str(v.changed),
+                     "-" if v is None else _cell(v.explanation)))
+    lines += _table(("candidate", "right", "score [95% CI]", "failed requests", "changed vs reference", "verdict"),
+                    rows)
     return [*lines, ""]
 
 
@@ -274,7 +305,8 @@ def _bullets(title: str, items: Sequence[str]) -> list[str]:
 
 def render_markdown(report: SweepReport) -> str:
     """The whole ``report.md``; a simulated report's title says so and quotes the simulator's caveat under it."""
-    lines = _header(report) + _answer(report) + _per_model(report) + _runs(report) + _per_character(report)
+    lines = _header(report) + _answer(report) + _per_model(report) + _runs(report) + _quality(report)
+    lines += _per_character(report)
     lines += ["## Pareto front (cost per million output tokens vs p95 E2E)", "",
               ", ".join(f"`{c}`" for c in report.pareto) or "empty", ""]
     lines += _scaling(report.scaling)

@@ -26,7 +26,8 @@ target rate. The search runs in phases, a pure function of the history:
    - counts already tried are not proposed again; a crash, a tool error or an
      invalid measurement at a count says nothing about the others.
    - counts that cost more per hour than the best passing candidate so far are
-     skipped (they cannot beat it; equal cost may still win the tie-break).
+     skipped (they cannot beat it; equal cost may still win the tie-break). With a
+     ``quality`` section only a candidate the quality gate admits is a best passing one.
 
    Each run removes at least one count from the open ones, so the search ends.
 3. **Closest**: if nothing passes and no run was validly measured at the target
@@ -44,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from sweep.analysis.quality import judge_quality
 from sweep.measure.results import RunRecord, RunStatus, Trial, TrialPurpose
 from sweep.measure.verdicts import Outcome, capacity_point, covers, evaluate_point, fails_decisively, outcome_at
 from sweep.spec.space import SearchSpace, Shape
@@ -68,11 +70,14 @@ def probe_rates(space: SearchSpace, shape: Shape) -> tuple[float, ...]:
 
 
 def best_passing_cost(space: SearchSpace, history: Sequence[RunRecord]) -> float | None:
-    """Cost per hour of the cheapest candidate that met the SLO at the target so far."""
+    """Cost per hour of the cheapest candidate that met the SLO at the target so far and
+    that the quality gate admits (one refused, or not yet judged, prunes nothing)."""
+    quality = judge_quality(space, history)
     costs = [
         space.cost_per_hour(r.candidate)
         for r in history
         if outcome_at(r, space.target_rps, space.slo) is Outcome.PASS
+        and (r.candidate.id not in quality or quality[r.candidate.id].admits)
     ]
     return min(costs, default=None)
 

@@ -1,4 +1,5 @@
-"""Reading the sweep's YAML files: a sweep spec with CLI overrides, and a price table.
+"""Reading the sweep's files: a sweep spec with CLI overrides (its quality probe set
+parsed and its reference checked), a price table, the probe's items.
 
 An override is ``dotted.key=value`` where the value is read as a YAML scalar or flow
 list: ``traffic.profile.rate_rps=4``, ``space.tensor_parallel=[1,2]``,
@@ -15,13 +16,17 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from loadtest.errors import ConfigError
+from loadtest.quality.items import QualityItem, load_items, select
 from sweep.errors import SpecError
 from sweep.spec.economics import PriceTable
+from sweep.spec.space import reference_shape
 from sweep.spec.sweep_spec import SweepSpec
 
 
 def load_sweep_spec(path: Path, overrides: Sequence[str] = ()) -> SweepSpec:
-    """Read, override and validate a sweep spec; ``prices`` is resolved next to the file."""
+    """Read, override and validate a sweep spec; ``prices`` and ``quality.set`` are
+    resolved next to the file, the probe set is parsed and the quality reference checked."""
     try:
         document = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
@@ -31,7 +36,24 @@ def load_sweep_spec(path: Path, overrides: Sequence[str] = ()) -> SweepSpec:
     spec = _validate(_apply(document, overrides), f"sweep spec {path}", overrides)
     if not spec.prices.is_absolute():
         spec = spec.model_copy(update={"prices": (path.parent / spec.prices).resolve()})
+    quality = spec.quality
+    if quality is not None and quality.set is not None and not quality.set.is_absolute():
+        quality = quality.model_copy(update={"set": (path.parent / quality.set).resolve()})
+        spec = spec.model_copy(update={"quality": quality})
+    probe_items(spec)
+    reference_shape(spec)
     return spec
+
+
+def probe_items(spec: SweepSpec) -> tuple[QualityItem, ...]:
+    """The items each candidate is asked (none without ``quality``); :class:`SpecError`
+    naming ``quality.set`` when the set cannot be read or does not parse."""
+    if spec.quality is None:
+        return ()
+    try:
+        return select(load_items(spec.quality.set), limit=spec.quality.items)
+    except ConfigError as exc:
+        raise SpecError(f"quality.set: {exc}") from None
 
 
 def load_price_table(path: Path) -> PriceTable:

@@ -1,6 +1,6 @@
 """The searchable space: candidates, their fit in the budget, the grid and its prices.
 
-A candidate is TP size x replicas x engine settings. Accelerators used = ``tp *
+A candidate is TP size x replicas x engine settings (the engine's dtype among them). Accelerators used = ``tp *
 replicas * accelerators_per_rank``. A tensor-parallel group must sit on one node, so
 the replicas of one shape that fit are ``nodes * floor(accelerators_per_node / (tp *
 accelerators_per_rank))`` (identical groups pack exactly that way), further capped by
@@ -15,7 +15,10 @@ import itertools
 
 from pydantic import Field, PositiveInt
 
+from serving.config.model_spec import Dtype
+from sweep.errors import SpecError
 from sweep.spec.economics import PriceTable, cost_per_hour
+from sweep.spec.quality import FIRST
 from sweep.spec.sweep_spec import BudgetSpec, SloSpec, SweepSpec
 from sweep.strict import Strict
 
@@ -26,14 +29,17 @@ class EngineKnobs(Strict):
     max_num_seqs: PositiveInt | None = None
     max_num_batched_tokens: int | None = Field(None, ge=16)
     max_loras: PositiveInt | None = Field(None, description="LoRA adapter slots per engine batch")
+    dtype: Dtype | None = Field(None, description="the engine's dtype; None = the model spec's")
 
     @property
     def label(self) -> str:
-        """Stable text form used in ids: ``seqs64-mbt8192``, ``seqsdef-mbtdef``, or with
-        adapter slots set ``seqs64-mbtdef-loras4`` (unset: the ids of before)."""
+        """Stable text form used in ids: ``seqs64-mbt8192``, ``seqsdef-mbtdef``, with
+        adapter slots set ``seqs64-mbtdef-loras4``, with a dtype ``seqsdef-mbtdef-bfloat16``
+        (unset: the ids of before)."""
         seqs = "def" if self.max_num_seqs is None else str(self.max_num_seqs)
         mbt = "def" if self.max_num_batched_tokens is None else str(self.max_num_batched_tokens)
-        return f"seqs{seqs}-mbt{mbt}" + ("" if self.max_loras is None else f"-loras{self.max_loras}")
+        return (f"seqs{seqs}-mbt{mbt}" + ("" if self.max_loras is None else f"-loras{self.max_loras}")
+                + ("" if self.dtype is None else f"-{self.dtype.value}"))
 
 
 class Shape(Strict):
@@ -112,6 +118,39 @@ def check_feasibility(candidate: DeploymentCandidate, budget: BudgetSpec) -> Fea
     return Feasibility(feasible=True)
 
 
+def nominal_shapes(spec: SweepSpec) -> list[Shape]:
+    """Every shape of the space's lists, in the lists' order (the budget not applied)."""
+    space = spec.space
+    return [
+        Shape(tp=tp, engine=EngineKnobs(max_num_seqs=seqs, max_num_batched_tokens=mbt, max_loras=loras, dtype=dtype))
+        for tp, seqs, mbt, loras, dtype in itertools.product(
+            space.tensor_parallel, space.max_num_seqs, space.max_num_batched_tokens, space.max_loras, space.dtype,
+        )
+    ]
+
+
+def reference_shape(spec: SweepSpec) -> Shape | None:
+    """The shape whose answers the quality gate compares with (``None`` without a
+    ``quality`` section): ``first``, the shape of every list's first value, or the shape
+    of a candidate or shape id of the space; :class:`SpecError` for anything else."""
+    if spec.quality is None:
+        return None
+    shapes = [s for s in nominal_shapes(spec) if replicas_that_fit(s.tp, spec.budget) > 0]
+    wanted = spec.quality.reference
+    if wanted == FIRST:
+        first = nominal_shapes(spec)[0]
+        if first not in shapes:
+            raise SpecError(f"quality.reference first ({first.id}) does not fit the budget: name another")
+        return first
+    for shape in shapes:
+        top = spec.space.replicas.max or replicas_that_fit(shape.tp, spec.budget)
+        if wanted == shape.id or any(wanted == shape.with_replicas(n).id for n in range(1, top + 1)):
+            return shape
+    listed = ", ".join(s.with_replicas(spec.space.replicas.min).id for s in shapes[:6])
+    raise SpecError(f"quality.reference {wanted!r} is not a candidate of the space; "
+                    f"name one (e.g. {listed}) or a shape id, or `first`")
+
+
 class InfeasibleNote(Strict):
     """A candidate of the nominal space left out, and why."""
 
@@ -131,13 +170,7 @@ class SearchSpace:
         self.spec = spec
         self.prices = prices
         self.price = prices.hourly(spec.budget.accelerator)
-        shapes = [
-            Shape(tp=tp, engine=EngineKnobs(max_num_seqs=seqs, max_num_batched_tokens=mbt, max_loras=loras))
-            for tp, seqs, mbt, loras in itertools.product(
-                spec.space.tensor_parallel, spec.space.max_num_seqs, spec.space.max_num_batched_tokens,
-                spec.space.max_loras,
-            )
-        ]
+        shapes = nominal_shapes(spec)
         shapes.sort(key=lambda s: (s.tp, s.engine.label))
         budget = spec.budget
         self._counts: dict[Shape, tuple[int, ...]] = {}

@@ -26,7 +26,8 @@ from pydantic import (
 from loadtest.analysis.slo import Metric, Objective, Stat
 from loadtest.errors import ConfigError
 from simulator.lora import adapter_names
-from serving.config.model_spec import AcceleratorKind
+from serving.config.model_spec import AcceleratorKind, Dtype
+from sweep.spec.quality import QualitySpec
 from sweep.spec.traffic import DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Positive, TrafficSpec
 from sweep.strict import Strict
 
@@ -115,9 +116,9 @@ def _unique(values: tuple[object, ...], what: str) -> tuple[object, ...]:
 
 
 class SpaceSpec(Strict):
-    """The configuration space: TP sizes x replica counts x capacity engine settings.
+    """The configuration space: TP sizes x replica counts x engine settings x dtypes.
 
-    ``null`` in an engine-setting list means "the model spec's own value".
+    ``null`` in an engine-setting or dtype list means "the model spec's own value".
     """
 
     tensor_parallel: tuple[PositiveInt, ...] = (1,)
@@ -125,10 +126,11 @@ class SpaceSpec(Strict):
     max_num_seqs: tuple[PositiveInt | None, ...] = (None,)
     max_num_batched_tokens: tuple[Annotated[int, Field(ge=16)] | None, ...] = (None,)
     max_loras: tuple[PositiveInt | None, ...] = Field((None,), description="LoRA adapter slots per batch")
+    dtype: tuple[Dtype | None, ...] = Field((None,), description="the engine's dtype (float32, bfloat16, ...)")
 
     @model_validator(mode="after")
     def _lists(self) -> SpaceSpec:
-        for name in ("tensor_parallel", "max_num_seqs", "max_num_batched_tokens", "max_loras"):
+        for name in ("tensor_parallel", "max_num_seqs", "max_num_batched_tokens", "max_loras", "dtype"):
             _unique(getattr(self, name), f"space.{name}")
         return self
 
@@ -207,6 +209,7 @@ class SweepSpec(Strict):
     adapters: tuple[str, ...] = Field(
         (), description="LoRA adapters of the model the traffic names (traffic.model_mix): the model spec's "
                         "adapter names, or, simulated, a count N (adapter-1 ... adapter-N)")
+    quality: QualitySpec | None = Field(None, description="grade each candidate's answers (absent: latency only)")
 
     @field_validator("adapters", mode="before")
     @classmethod
@@ -300,7 +303,8 @@ def simulated_label(spec: SweepSpec) -> str:
 def measurement_fingerprint(spec: SweepSpec) -> str:
     """A short stable hash of what a measurement depends on.
 
-    Included: model (and its adapters), traffic (the client concurrency cap and model mix too), SLO (the load tester
+    Included: model (and its adapters), the quality probe's set and size (measured only),
+    traffic (the client concurrency cap and model mix too), SLO (the load tester
     counts goodput against it), accelerator kind and accelerators per rank (how a
     candidate is deployed).
     A simulated sweep adds its hardware profile, so simulated and measured results
@@ -323,5 +327,7 @@ def measurement_fingerprint(spec: SweepSpec) -> str:
         payload["simulated_on"] = spec.hardware
     if spec.adapters:
         payload["adapters"] = list(spec.adapters)
+    if spec.quality is not None and spec.simulation is None:  # absent without quality: fingerprints stay
+        payload["quality"] = {"set": spec.quality.set_name, "items": spec.quality.items}
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from serving.config.model_spec import AcceleratorKind
-from sweep.measure.results import LoadPoint, MeasuredResult, RunRecord, RunStatus, Trial
+from serving.config.model_spec import AcceleratorKind, Dtype
+from sweep.measure.results import LoadPoint, MeasuredResult, QualityMeasurement, RunRecord, RunStatus, Trial
 from sweep.measure.sampling import measure_rates
 from sweep.spec.economics import Price, PriceTable
+from sweep.spec.quality import QualitySpec
 from sweep.spec.sweep_spec import BudgetSpec, ReplicaRange, SearchSettings, SloSpec, SpaceSpec, SweepSpec
 from sweep.spec.traffic import LoadProfileSpec, TrafficSpec, WorkloadSpec
 
@@ -47,6 +48,8 @@ def make_spec(
     max_num_seqs: tuple[int | None, ...] = (None,),
     slo: SloSpec = SLO,
     probe_refine: int = 0,
+    dtype: tuple[Dtype | None, ...] = (None,),
+    quality: QualitySpec | None = None,
 ) -> SweepSpec:
     return SweepSpec(
         name="test",
@@ -58,7 +61,7 @@ def make_spec(
         ),
         slo=slo,
         space=SpaceSpec(
-            tensor_parallel=tp, replicas=ReplicaRange(max=replicas_max), max_num_seqs=max_num_seqs
+            tensor_parallel=tp, replicas=ReplicaRange(max=replicas_max), max_num_seqs=max_num_seqs, dtype=dtype
         ),
         budget=BudgetSpec(
             accelerator=accelerator, nodes=nodes, accelerators_per_node=per_node, accelerators_per_rank=per_rank
@@ -67,7 +70,14 @@ def make_spec(
             strategy=strategy, assumed_scaling_efficiency=assumed_efficiency, extra_rate_factors=extra_rate_factors,
             probe_refine=probe_refine,
         ),
+        quality=quality,
     )
+
+
+def graded(items: int, correct: int, *, errors: int = 0) -> QualityMeasurement:
+    """A quality measurement whose first ``items - correct`` items (``q0``, ``q1``, ...) are wrong."""
+    return QualityMeasurement(set="test-set", items=items, correct=correct, errors=errors,
+                              wrong=tuple(f"q{i}" for i in range(items - correct)))
 
 
 def passing_point(rate: float, *, e2e: float = 2.0, tokens: float = 100.0) -> LoadPoint:
@@ -145,6 +155,23 @@ class FakeClusterMeasurer:
 
         points = measure_rates(trial, 0, self.slo, self.search, take)
         return MeasuredResult(status=RunStatus.OK, points=points, wall_time_s=1.0)
+
+
+@dataclass
+class FakeQualityMeasurer:
+    """FAKE measurer: each dtype's own toy world (``worlds``), each ok result graded
+    ``correct[dtype]`` right of ``items``."""
+
+    worlds: dict[Dtype | None, FakeClusterMeasurer]
+    correct: dict[Dtype | None, int]
+    items: int = 100
+
+    def measure(self, trial: Trial) -> MeasuredResult:
+        dtype = trial.candidate.engine.dtype
+        result = self.worlds[dtype].measure(trial)
+        if result.status is not RunStatus.OK:
+            return result
+        return result.model_copy(update={"quality": graded(self.items, self.correct[dtype])})
 
 
 @dataclass

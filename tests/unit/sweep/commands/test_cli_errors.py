@@ -49,6 +49,10 @@ def run(*args: str, out: Path) -> int:
     ((SPEC, "--set", "traffic.profile.rate=4"), "traffic.profile.rate"),
     ((SPEC, "--set", "no-equals-sign"), "key.path=value"),
     ((SPEC, "--set", "traffic.profile.name=nope"), "unknown profile 'nope'"),
+    ((SPEC, "--set", "quality.tolerance=2"), "quality.tolerance: Input should be less than 1"),
+    ((SPEC, "--set", "quality.reference=tp9-r1"), "quality.reference 'tp9-r1' is not a candidate of the space"),
+    ((SPEC, "--set", "quality.set=/nonexistent.jsonl"), "quality.set: items file /nonexistent.jsonl does not exist"),
+    ((SPEC, "--set", "space.dtype=[float64]"), "space.dtype.0"),
 ])
 def test_a_bad_spec_or_override_is_a_usage_error(no_ray: Path, capsys, args, fragment):
     assert run(*args, out=no_ray) == ExitCode.USAGE

@@ -28,14 +28,17 @@ def sweep(*args: str) -> subprocess.CompletedProcess:
 
 def test_simulated_sweep_then_plan_from_it(tmp_path: Path):
     out = tmp_path / "sim"
-    run = sweep("run", H200, "--simulate", "--out", out, *SMALL)
+    run = sweep("run", H200, "--simulate", "--out", out, *SMALL, "--set", "quality.items=20")
     assert run.returncode == ExitCode.OK, run.stderr
     assert "SIMULATED sweep h200-llama-70b" in run.stdout and "answered in" in run.stdout
+    assert "quality not measured (SIMULATED): the quality gate was not applied" in run.stdout
     report = json.loads((out / "sweep.json").read_text())
     assert report["spec"]["simulation"] == {"hardware": None}
     assert report["warnings"][0].startswith("SIMULATED, not measured")
     assert report["answer"]["kind"] == "passing" and report["text_density"] is None  # no 70B tokenizer here
     assert (out / "report.md").read_text().startswith("# SIMULATED sweep")
+    assert "## Quality\n\nquality not measured (SIMULATED)" in (out / "report.md").read_text()
+    assert {r["quality"]["status"] for r in report["runs"]} == {"simulated"}
     assert (out / "plots" / "scaling.png").is_file()
 
     plan = sweep("plan", "--spec", H200, "--simulate", "--out", out, "--traffic", "20", *SMALL)
