@@ -190,7 +190,8 @@ def _refusals() -> list[Exception]:
 
     full = AdmissionController(1)
     full.admit("a")
-    shared = AdmissionController(2, clock=lambda: 0.0)
+    shared = AdmissionController(4, clock=lambda: 0.0)
+    shared.admit("a")
     shared.admit("a")
     shared.admit("b")
     own = AdmissionController(10)
