@@ -1,15 +1,15 @@
 """Interactive chat under a batch flood (issue 35): does a priority class keep the
 interactive TTFT while batch work fills the rest, and how much batch throughput stays?
 
-One engine replica (the default model, ``--max-num-seqs`` 16 sequences) behind a keys
+One engine replica (the default model, ``--max-num-seqs`` 8 sequences) behind a keys
 file of two keys: ``clinic`` (class ``interactive``) and ``nightly`` (class ``batch``).
 For each variant (``--variants``) the stack is deployed once and runs three phases of
 ``--duration`` s each, after a warm-up:
 
 1. **interactive alone**: ``--interactive`` (2) closed-loop senders of streamed chats
-   (``--interactive-tokens`` 16 output tokens): TTFT p50 / p95;
-2. **batch alone**: ``--batch`` (48, 3x the engine's sequences) closed-loop senders of
-   whole completions (``--batch-tokens`` 64, ``ignore_eos``) that wait Retry-After after
+   (``--interactive-tokens`` 8 output tokens): TTFT p50 / p95;
+2. **batch alone**: ``--batch`` (24, 3x the engine's sequences) closed-loop senders of
+   whole completions (``--batch-tokens`` 16, ``ignore_eos``) that wait Retry-After after
    a 429: batch output tokens/s;
 3. **flood**: both at once: interactive TTFT p50 / p95 and 429s, batch tokens/s.
 
@@ -19,7 +19,7 @@ the bound), ``holdback`` (priority scheduling and batch held to ``max_share`` 0.
 engine's sequences: the default). The bound is ``2 x max_num_seqs`` so that without a
 holdback batch also waits in vLLM's queue.
 
-    .venv/bin/python -m benchmarks.priority_flood [--variants fcfs,priority,holdback] [--duration 40]
+    .venv/bin/python -m benchmarks.priority_flood [--variants fcfs,priority,holdback] [--duration 45]
 
 Figures are printed side by side and written to ``results/priority_flood.json``, never
 asserted. As root the script re-runs itself in a loopback-only network namespace.
@@ -178,12 +178,12 @@ def table(results: dict, args: argparse.Namespace) -> Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", default="fcfs,priority,holdback", help=f"of {', '.join(VARIANTS)}")
-    parser.add_argument("--max-num-seqs", type=int, default=16)
+    parser.add_argument("--max-num-seqs", type=int, default=8)
     parser.add_argument("--interactive", type=int, default=2)
-    parser.add_argument("--interactive-tokens", type=int, default=16)
-    parser.add_argument("--batch", type=int, default=48)
-    parser.add_argument("--batch-tokens", type=int, default=64)
-    parser.add_argument("--duration", type=float, default=40.0, help="seconds per phase")
+    parser.add_argument("--interactive-tokens", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=24)
+    parser.add_argument("--batch-tokens", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=45.0, help="seconds per phase")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "priority_flood.json")
     args = parser.parse_args()

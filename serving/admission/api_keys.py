@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serving.config.gateway import KeyLimits
-from serving.config.priority import PrioritySpec
+from serving.config.priority import CLASS_NAME, PrioritySpec
 from serving.errors import AuthenticationError, ConfigError
 
 ANONYMOUS = "anonymous"  # the caller's name when no keys are configured
@@ -81,9 +81,10 @@ class KeyEntry:
 
 
 def parse_keys(text: str, *, defaults: KeyLimits, source: str = "keys file",
-               priority: PrioritySpec = _DEFAULTS) -> list[KeyEntry]:
+               priority: PrioritySpec | None = _DEFAULTS) -> list[KeyEntry]:
     """The keys in ``text``; :class:`ConfigError` (never showing a key) on any bad line.
-    ``priority``: the classes a ``class=`` may name, and the default class."""
+    ``priority``: the classes a ``class=`` may name, and the default class (None: any
+    well-formed name, for a command that only needs a key to send)."""
     entries: list[KeyEntry] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = re.split(r"(?:^|\s)#", raw, maxsplit=1)[0].strip()
@@ -95,7 +96,8 @@ def parse_keys(text: str, *, defaults: KeyLimits, source: str = "keys file",
     return entries
 
 
-def read_keys_file(path: Path, *, defaults: KeyLimits, priority: PrioritySpec = _DEFAULTS) -> list[KeyEntry]:
+def read_keys_file(path: Path, *, defaults: KeyLimits,
+                   priority: PrioritySpec | None = _DEFAULTS) -> list[KeyEntry]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -103,7 +105,7 @@ def read_keys_file(path: Path, *, defaults: KeyLimits, priority: PrioritySpec = 
     return parse_keys(text, defaults=defaults, source=str(path), priority=priority)
 
 
-def _parse_line(line: str, defaults: KeyLimits, priority: PrioritySpec, where: str) -> KeyEntry:
+def _parse_line(line: str, defaults: KeyLimits, priority: PrioritySpec | None, where: str) -> KeyEntry:
     first, *rest = line.split()
     name: str | None
     if ":" in first:
@@ -129,12 +131,13 @@ def _parse_line(line: str, defaults: KeyLimits, priority: PrioritySpec, where: s
                     priority_class=_class(classes, priority, where), weight=_weight(weights, where))
 
 
-def _class(values: list[str], priority: PrioritySpec, where: str) -> str:
+def _class(values: list[str], priority: PrioritySpec | None, where: str) -> str:
     if not values:
-        return priority.default_class
-    if len(values) > 1 or values[0] not in priority.names:
-        raise ConfigError(f"{where}: class= takes one priority class of gateway.priority.classes "
-                          f"({', '.join(priority.names)})")
+        return (priority or _DEFAULTS).default_class
+    known = priority is not None and values[0] in priority.names
+    if len(values) > 1 or not (known or priority is None and re.match(CLASS_NAME, values[0])):
+        raise ConfigError(f"{where}: class= takes one priority class of gateway.priority.classes"
+                          + (f" ({', '.join(priority.names)})" if priority else ""))
     return values[0]
 
 

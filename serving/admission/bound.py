@@ -119,6 +119,8 @@ class AdmissionController:
         for table in (self._seen, self._counter, self._wanting):
             for entry in [e for e in table if e[1] not in keep and not self._held.get(e)]:
                 del table[entry]
+        for key in [k for k in self._weight if k not in keep and not self._per_key.get(k)]:
+            del self._weight[key]
 
     def set_sharers(self, sharers: int) -> None:
         """Admit this replica's share of the app's bound among ``sharers`` from now on

@@ -93,3 +93,16 @@ def test_fair_sharing_is_within_a_class():
     controller.admit("clinic").charge(10)  # interactive: batch's counters are not its business
     controller.admit("clinic").charge(10)
     assert controller.counter("nightly", "batch") == 3000 and controller.counter("clinic") == 20
+
+
+def test_class_names_are_the_configs_and_a_command_that_only_sends_reads_any():
+    gold = PrioritySpec(classes=(PriorityClass(name="gold"), PriorityClass(name="bronze", max_share=0.5)),
+                        default_class="gold")
+    (entry,) = parse_keys(f"a:{KEY} class=bronze", defaults=KeyLimits(), priority=gold)
+    assert entry.priority_class == "bronze"
+    with pytest.raises(ConfigError, match="gold, bronze"):
+        parse_keys(f"a:{KEY} class=batch", defaults=KeyLimits(), priority=gold)
+    (entry,) = parse_keys(f"a:{KEY} class=bronze", defaults=KeyLimits(), priority=None)
+    assert entry.key == KEY
+    with pytest.raises(ConfigError):
+        parse_keys(f"a:{KEY} class=Not-A-Name!", defaults=KeyLimits(), priority=None)
