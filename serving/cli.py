@@ -146,7 +146,7 @@ def check_fits_nodes(config: StackConfig, nodes: int, slots_per_node: int) -> No
 def load_keys(config: StackConfig) -> list[KeyEntry]:
     """The configured keys (checked before anything starts), or [] without a keys file."""
     path = config.gateway.api_keys_file
-    return read_keys_file(path, defaults=config.gateway.key_limits) if path else []
+    return read_keys_file(path, defaults=config.gateway.key_limits, priority=config.gateway.priority) if path else []
 
 
 def auth_headers(keys: list[KeyEntry]) -> dict[str, str]:

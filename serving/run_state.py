@@ -57,7 +57,7 @@ def request_headers(state: dict, *, status: bool = False, admin: bool = False) -
     from serving.config.gateway import KeyLimits
 
     keys_file = None if status and state.get("metrics_public") else state.get("api_keys_file")
-    keys = read_keys_file(Path(keys_file), defaults=KeyLimits()) if keys_file else []
+    keys = read_keys_file(Path(keys_file), defaults=KeyLimits(), priority=None) if keys_file else []
     if admin and keys:
         keys = [k for k in keys if k.admin]
         if not keys:

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving.errors import InvalidRequestError, RequestError, RequestTooLargeError
 from serving.admission.api_keys import ANONYMOUS, KeyRing
+from serving.admission.priority import PRIORITY_HEADER
 from serving.openai.body_parsing import Body, parse_body
 from serving.api.auth import ApiKeyMiddleware, open_paths
 from serving.openai.error_mapping import ErrorResponse, http_error, map_error
@@ -180,7 +181,8 @@ def build_http_app(
         if plan is not None and plan.request.chat == (model is ChatCompletionRequest):
             try:
                 result = await service.complete_validated(plan.request, caller=caller,
-                                                        trace_id=request.state.request_id)
+                                                        trace_id=request.state.request_id,
+                                                        asked_class=request.headers.get(PRIORITY_HEADER))
             except BaseException:
                 plans.finish(plan)
                 raise
@@ -197,7 +199,8 @@ def build_http_app(
             service.account_refusal("unknown", endpoint, status, caller, request.state.request_id)
             raise
         result = await service.complete(body, caller=caller, session_id=request.headers.get("x-session-id"),
-                                        trace_id=request.state.request_id)
+                                        trace_id=request.state.request_id,
+                                        asked_class=request.headers.get(PRIORITY_HEADER))
         return _response(result, headers=service.rate_limit_headers(caller))
 
     @app.post("/v1/chat/completions", **route_docs(

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from serving.config.model_spec import Strict
+from serving.config.priority import PrioritySpec
 
 
 class KeyLimits(Strict):
@@ -83,9 +84,12 @@ class GatewaySpec(Strict):
         False, description="serve /metrics and /status without a key even when keys are configured"
     )
     fair_share_window_s: float = Field(
-        5.0, gt=0, description="a key is active (gets a fair share of max_in_flight) while it has "
-        "requests in flight and for this long after its last one",
+        5.0, gt=0, description="a key is active (shares its class's part of max_in_flight by tokens "
+        "served) while it has requests in flight and for this long after its last one",
     )
+    priority: PrioritySpec = Field(
+        PrioritySpec(), description="priority classes (highest first, each with the share of "
+        "max_in_flight it may fill), the default class, and the token costs of fair sharing")
 
     @property
     def direct(self) -> bool:

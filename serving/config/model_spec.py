@@ -162,6 +162,10 @@ class EngineSettings(Strict):
 
     enforce_eager: bool = True
     max_num_seqs: int = Field(64, ge=1, description="max concurrent sequences per replica")
+    scheduling_policy: Literal["fcfs", "priority"] = Field(
+        "priority", description="vLLM's order of waiting requests: priority = by the request's class "
+        "(gateway.priority.classes), then arrival; fcfs = arrival only. Neither preempts a running "
+        "request for a waiting one (the admission bound's class ceilings keep sequences free)")
     max_num_batched_tokens: int | None = Field(None, ge=16)
     enable_prefix_caching: bool = True
     block_size: int | None = Field(None, ge=1, description="KV block size; None = engine default")

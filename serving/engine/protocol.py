@@ -78,6 +78,7 @@ class GenerationRequest:
     trace_id: str | None = None  # the HTTP request's X-Request-Id, for log lines
     tool_calling: ToolCalling | None = None
     adapter: str | None = None  # the LoRA adapter to generate with (None: the base model)
+    priority: int = 0  # the request's class rank (0: the highest); vLLM runs lower values first
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ def engine_args(model: ModelSpec, model_path: Path, settings: EngineSettings) ->
         distributed_executor_backend="mp" if on_cpu or tp == 1 else "ray",
         enforce_eager=settings.enforce_eager,
         max_num_seqs=settings.max_num_seqs,
+        scheduling_policy=settings.scheduling_policy,
         max_num_batched_tokens=settings.max_num_batched_tokens,
         enable_prefix_caching=settings.enable_prefix_caching,
         block_size=settings.block_size,
@@ -214,7 +215,8 @@ class VllmEngine:
         params = sampling_params(request, keep_special_tokens=keep_special)
         with self.adapters.use(request.adapter) if request.adapter else nullcontext() as adapter:
             lora = _lora_request(adapter) if adapter is not None else None
-            outputs = self._llm.generate(prompt, params, request.request_id, lora_request=lora)
+            outputs = self._llm.generate(prompt, params, request.request_id, lora_request=lora,
+                                         priority=request.priority)
             async for out in outputs:
                 deltas = tuple(_delta(o, readers, top) for o in out.outputs)
                 completion_tokens += sum(d.num_tokens for d in deltas)

@@ -58,7 +58,7 @@ class KeysFile:
 
     def __init__(self, path: Path, spec: GatewaySpec) -> None:
         self.path, self._spec = path, spec
-        self.ring = KeyRing(read_keys_file(path, defaults=spec.key_limits))
+        self.ring = KeyRing(read_keys_file(path, defaults=spec.key_limits, priority=spec.priority))
         self._stamp = _stamp(path)
 
     def refresh(self) -> bool:
@@ -68,7 +68,8 @@ class KeysFile:
             return False
         self._stamp = stamp
         try:
-            self.ring = KeyRing(read_keys_file(self.path, defaults=self._spec.key_limits))
+            self.ring = KeyRing(read_keys_file(self.path, defaults=self._spec.key_limits,
+                                               priority=self._spec.priority))
         except (ConfigError, OSError) as exc:
             log.error(json.dumps({"event": "keys_file_refused", "path": str(self.path), "error": str(exc)}))
             raise
@@ -136,6 +137,7 @@ class GatewayCore:
             log_prompts=gateway.log_prompts,
             rate_limiter=self._rate_limiter,
             ledger=self._ledger(config),
+            priority=gateway.priority,
         )
         self._plans = plans
         self._keys_task = (asyncio.get_running_loop().create_task(self._watch_keys_file())
@@ -145,8 +147,12 @@ class GatewayCore:
                      gateway: str | None) -> tuple[ServedModel, ServeReplicaWatcher]:
         """One base model (a one-base ``base``) behind ``deployment``, and its watcher."""
         spec = base.gateway
+        # In the direct mode admission runs in the engine replica: a lower class's ceiling
+        # then also counts the engine's sequences (serving.admission.bound).
         admission = AdmissionController(spec.max_in_flight, retry_after_s=spec.retry_after_s,
-                                        active_window_s=spec.fair_share_window_s, sharers=self._starting)
+                                        active_window_s=spec.fair_share_window_s, sharers=self._starting,
+                                        priority=spec.priority,
+                                        slots=base.engine_settings.max_num_seqs if spec.direct else None)
         watcher = ServeReplicaWatcher(base.app_name, deployment, gateway=gateway,
                                       on_update=functools.partial(self._publish_replicas, base.model.name))
         watcher.start()
@@ -169,6 +175,7 @@ class GatewayCore:
             models += [served, *(served.with_adapter(a.name) for a in base.adapters)]
         for served in models:
             self._metrics.declare_model(served.name)
+            self._metrics.declare_classes(served.name, config.gateway.priority.names)
         return models
 
     def _ledger(self, config: StackConfig, after: Ledger | None = None) -> Ledger:
@@ -203,12 +210,15 @@ class GatewayCore:
         gateway = config.gateway
         for (served, _), base in zip(self._bases, config.bases):
             served.admission.reconfigure(gateway.max_in_flight, retry_after_s=gateway.retry_after_s,
-                                         active_window_s=gateway.fair_share_window_s)
+                                         active_window_s=gateway.fair_share_window_s, priority=gateway.priority)
             served.scales_from_zero = _scales_from_zero(base)
         self._service.request_timeout_s = gateway.request_timeout_s
         self._service.log_prompts = gateway.log_prompts
+        self._service.priority = gateway.priority
         self._service.set_models(self._served_models(config))  # the adapters, and their copy of the above
-        if gateway.api_keys_file != self._config.gateway.api_keys_file or gateway.key_limits != self._config.gateway.key_limits:
+        old = self._config.gateway
+        if (gateway.api_keys_file, gateway.key_limits, gateway.priority) != (
+                old.api_keys_file, old.key_limits, old.priority):
             self._keys = KeysFile(gateway.api_keys_file, gateway) if gateway.api_keys_file else None
             if self._keys is not None and self._keys_task is None:
                 self._keys_task = asyncio.get_running_loop().create_task(self._watch_keys_file())
@@ -288,6 +298,9 @@ class GatewayCore:
             "api_keys": len(self._keys.ring.names) if self._keys else None,
             "active_keys": self._admission.active_keys(),
             "fair_share": self._admission.fair_share(),
+            "priority_classes": {name: {"in_flight": self._admission.in_flight_of_class(name),
+                                        "ceiling": self._admission.ceiling(name)}
+                                 for name in c.gateway.priority.names},
             "bases": [{"model": served.name, "replicas": {"ready": watcher.counts.ready,
                                                           "starting": watcher.counts.starting}}
                       for served, watcher in self._bases],

@@ -35,9 +35,11 @@ class Admitted:
     ticket: AdmissionTicket
     budget: RequestBudget
 
-    def release(self, used_tokens: int) -> None:
-        """Free the slot and charge the key the tokens really used (idempotent)."""
-        self.ticket.release()
+    def release(self, used_tokens: int, output_tokens: int = 0) -> None:
+        """Free the slot and charge the key the tokens really used (idempotent): its rate
+        budget all of them, its fair-share counter the output (the prompt was charged
+        when tokenised)."""
+        self.ticket.release(output_tokens)
         self.budget.settle(used_tokens)
 
 
@@ -67,6 +69,7 @@ class InFlight:
         self._deadline = asyncio.get_running_loop().call_later(service.request_timeout_s, self._expire)
         service.metrics.in_flight.labels(served.name).inc()
         service.metrics.key_in_flight.labels(self.key).inc()
+        service.metrics.class_in_flight.labels(served.name, admitted.ticket.klass).inc()
         service.drain_state.track(self)
 
     def _stream(self, request: GenerationRequest, avoid_replica: str | None = None):
@@ -197,7 +200,7 @@ class InFlight:
         last = self.last
         # Without a chunk the engine may still have read the prompt: charge it.
         used = last.prompt_tokens + last.completion_tokens if last else len(self.request.prompt_token_ids)
-        self.admitted.release(used)
+        self.admitted.release(used, last.completion_tokens if last else 0)
         await self.chunks.aclose()
         metrics, model = self.service.metrics, self.served.name
         status = _status_of(error)
@@ -208,6 +211,7 @@ class InFlight:
         if self.service.ledger is not None:
             self._account(int(status), last)
         metrics.key_in_flight.labels(self.key).dec()
+        metrics.class_in_flight.labels(model, self.admitted.ticket.klass).dec()
         metrics.in_flight.labels(model).dec()  # last: a scraper seeing 0 in flight sees every token
         log_request(
             request_id=self.request.trace_id, engine_request_id=self.request.request_id, model=model,

@@ -15,14 +15,18 @@
 | serveout_key_tokens_total | counter | key, kind (prompt / generation) |
 | serveout_key_in_flight_requests | gauge | key |
 | serveout_key_rejected_requests_total | counter | key, reason |
+| serveout_class_in_flight_requests | gauge | model, priority_class |
+| serveout_class_rejected_requests_total | counter | model, priority_class, reason |
 | serveout_auth_failures_total | counter | reason (missing / invalid) |
 | serveout_keys_reload_failures_total | counter | |
 | serveout_planned_requests_total | counter | source (router / replica) |
 
-``reason`` of a refusal: ``overloaded`` (the bound), ``fair_share``, ``concurrency``,
-``rpm``, ``tpm``; ``draining`` (503 while the gateway drains; per model only). ``key``
-is a key's name from the keys file, or ``anonymous`` when no keys are configured: a
-bounded set, never the key itself nor client input.
+``reason`` of a refusal: ``overloaded`` (the bound), ``priority`` (a lower class's
+ceiling), ``fair_share``, ``concurrency``, ``rpm``, ``tpm``; ``draining`` (503 while
+the gateway drains). ``key`` is a key's name from the keys
+file, or ``anonymous`` when no keys are configured; ``priority_class`` one of
+``gateway.priority.classes`` (a request's class is checked against them before it is
+counted): bounded sets, never the key itself nor client input.
 
 The request router adds per-replica engine and routing metrics (see
 :mod:`serving.routing.metrics`). When the app can run several gateway replicas, every
@@ -88,6 +92,12 @@ class GatewayMetrics:
         self.key_rejected = Counter(
             "serveout_key_rejected_requests", "Requests refused with 429 per API key name, by reason.",
             ["key", "reason"], registry=registry)
+        self.class_in_flight = Gauge(
+            "serveout_class_in_flight_requests", "Requests admitted and not finished, per priority class.",
+            ["model", "priority_class"], registry=registry)
+        self.class_rejected = Counter(
+            "serveout_class_rejected_requests", "Requests refused with 429 (503 draining) per priority "
+            "class, by reason.", ["model", "priority_class", "reason"], registry=registry)
         self.auth_failures = Counter(
             "serveout_auth_failures", "Requests refused for a missing or wrong API key.",
             ["reason"], registry=registry)
@@ -119,9 +129,16 @@ class GatewayMetrics:
         self.requests.labels(model, endpoint, status).inc()
         self.key_requests.labels(key, status).inc()
 
-    def count_rejected(self, model: str, key: str, reason: str) -> None:
+    def declare_classes(self, model: str, classes: tuple[str, ...]) -> None:
+        """Export the per-class in-flight gauge of ``model`` at 0."""
+        for klass in classes:
+            self.class_in_flight.labels(model, klass)
+
+    def count_rejected(self, model: str, key: str, reason: str, klass: str | None = None) -> None:
         self.rejected.labels(model, reason).inc()
         self.key_rejected.labels(key, reason).inc()
+        if klass is not None:
+            self.class_rejected.labels(model, klass, reason).inc()
 
     def record_tokens(self, model: str, prompt: int, generated: int, key: str = ANONYMOUS) -> None:
         self.prompt_tokens_hist.labels(model).observe(prompt)

@@ -1,7 +1,8 @@
 """The gateway's request handling, independent of HTTP framework and of Ray.
 
-For one completion request: admit (429: the bound, the key's fair share, concurrency
-and request rate), validate and tokenise off the event loop (400s), reserve the key's
+For one completion request: admit (429: the bound, its priority class's ceiling, the
+key's token-fair share, concurrency and request rate; 400 / 403 for an unknown or a
+raised class), validate and tokenise off the event loop (400s), reserve the key's
 tokens (429), stream from an engine replica under the request's deadline (504), and format
 the answer as OpenAI JSON or SSE events, recording metrics on the way.
 
@@ -27,6 +28,8 @@ from dataclasses import dataclass, field
 from serving.admission.api_keys import ANONYMOUS_CALLER, Caller
 from serving.admission.bound import AdmissionController
 from serving.admission.key_limits import KeyRateLimiter
+from serving.admission.priority import request_class
+from serving.config.priority import PrioritySpec
 from serving.errors import ModelNotFoundError, NoReplicaError, OverloadedError, RequestError, ServerDrainingError
 from serving.gateway.drain import Drain, DrainReport, drain_requests
 from serving.gateway.engine_client import EngineClient
@@ -98,8 +101,10 @@ class GatewayService:
         log_prompts: bool = False,
         rate_limiter: KeyRateLimiter | None = None,
         ledger: Ledger | None = None,
+        priority: PrioritySpec = PrioritySpec(),
     ) -> None:
         self.models = {m.name: m for m in models}
+        self.priority = priority  # the classes (gateway.priority)
         self.metrics = metrics
         self.rate_limiter = rate_limiter or KeyRateLimiter()
         self.request_timeout_s = request_timeout_s
@@ -163,8 +168,11 @@ class GatewayService:
         caller: Caller = ANONYMOUS_CALLER,
         session_id: str | None = None,
         trace_id: str | None = None,
+        asked_class: str | None = None,
     ) -> JsonAnswer | EventStream:
         """A whole response, or an :class:`EventStream` when ``body.stream`` is set.
+        ``asked_class``: the priority class the request asks for (its
+        ``X-Serveout-Priority-Class`` header; None: its key's).
 
         Errors before the first token raise (the caller answers with an HTTP status);
         errors after it become an SSE error event.
@@ -191,10 +199,12 @@ class GatewayService:
             self.metrics.planned.labels("replica").inc()
             return planned
 
-        return await self._serve(body.model, chat, planned_here, caller=caller, trace_id=trace_id)
+        return await self._serve(body.model, chat, planned_here, caller=caller, trace_id=trace_id,
+                                 asked_class=asked_class)
 
     async def complete_validated(
         self, planned: ValidatedRequest, *, caller: Caller = ANONYMOUS_CALLER, trace_id: str | None = None,
+        asked_class: str | None = None,
     ) -> JsonAnswer | EventStream:
         """Like :meth:`complete`, for a request the router already validated and
         tokenised (:mod:`serving.direct.handoff`): nothing is parsed or tokenised again."""
@@ -202,7 +212,8 @@ class GatewayService:
             self.metrics.planned.labels("router").inc()
             return planned
 
-        return await self._serve(planned.model, planned.chat, given, caller=caller, trace_id=trace_id)
+        return await self._serve(planned.model, planned.chat, given, caller=caller, trace_id=trace_id,
+                                 asked_class=asked_class)
 
     async def _serve(
         self,
@@ -212,21 +223,26 @@ class GatewayService:
         *,
         caller: Caller,
         trace_id: str | None,
+        asked_class: str | None = None,
     ) -> JsonAnswer | EventStream:
         started = time.monotonic()
         endpoint = "chat" if chat else "completions"
         admitted: Admitted | None = None
+        klass = self.priority.default_class
         try:
             served = self.model(model_name, caller)
+            klass = request_class(caller, asked_class, self.priority)
             self.drain_state.refuse_new(served.admission.retry_after_s)
             served.check_can_serve()
             # Admission first: a request counts against the bound from the moment it is
             # parsed, so a burst cannot wait unbounded in a tokenisation backlog.
-            admitted = self._admit(served, caller)
+            admitted = self._admit(served, caller, klass)
             planned = await make_plan(served)
             request = planned.generation
-            if trace_id is not None and request.trace_id != trace_id:
-                request = dataclasses.replace(request, trace_id=trace_id)
+            admitted.ticket.charge(len(request.prompt_token_ids))  # its key's fair-share counter
+            rank = self.priority.rank(klass)
+            if (trace_id is not None and request.trace_id != trace_id) or request.priority != rank:
+                request = dataclasses.replace(request, trace_id=trace_id or request.trace_id, priority=rank)
             sampling = request.sampling
             admitted.budget.reserve_tokens(
                 len(request.prompt_token_ids) + sampling.n * sampling.max_tokens)
@@ -238,7 +254,7 @@ class GatewayService:
                 status = map_error(exc).status
                 self.metrics.count_request(model, endpoint, str(status), caller.name)
                 if isinstance(exc, (OverloadedError, ServerDrainingError)):
-                    self.metrics.count_rejected(model, caller.name, exc.reason)
+                    self.metrics.count_rejected(model, caller.name, exc.reason, klass)
                 log_request(request_id=trace_id, model=model, endpoint=endpoint, status=status,
                             key=caller.name, error=type(exc).__name__)
                 self.account_refusal(model, endpoint, status, caller, trace_id, time.monotonic() - started)
@@ -260,10 +276,11 @@ class GatewayService:
         events = call.sse(first, StreamEncoder(fmt, header, planned.n, planned.include_usage))
         return EventStream(events, lambda: call.close(asyncio.CancelledError()), first.replica_id)
 
-    def _admit(self, served: ServedModel, caller: Caller) -> Admitted:
-        """A slot under the bound (fair share, the key's concurrency), then one request
-        from the key's rpm budget; refused by either, nothing stays held."""
-        ticket = served.admission.admit(caller.name, concurrency=caller.limits.concurrency)
+    def _admit(self, served: ServedModel, caller: Caller, klass: str) -> Admitted:
+        """A slot under the bound (the class's ceiling, fair share, the key's concurrency),
+        then one request from the key's rpm budget; refused by either, nothing stays held."""
+        ticket = served.admission.admit(caller.name, concurrency=caller.limits.concurrency, klass=klass,
+                                        weight=caller.weight)
         try:
             return Admitted(caller, ticket, self.rate_limiter.admit(caller))
         except BaseException:

@@ -25,7 +25,8 @@ from serving.manifests.promql import Selectors
 OVERLOAD_REASONS = ("overloaded", "fair_share")
 """Refusal reasons that mean the server is full: the admission bound, or a key's fair
 share of it (``serving.admission.bound``). The gateway also counts ``rpm``, ``tpm``
-and ``concurrency`` there: a key's own limits."""
+and ``concurrency`` there (a key's own limits) and ``priority`` (a lower class held
+back for the classes above it: the hold-back working, not a full server)."""
 REJECTED_SHARE = 0.05
 """Alert when more than this share of requests is refused for :data:`OVERLOAD_FOR`."""
 OVERLOAD_FOR = "5m"

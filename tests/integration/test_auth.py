@@ -1,7 +1,9 @@
 """API keys on the real stack, with the official openai client: 401 without or with a
 wrong key, 200 with a right one, 429 + Retry-After past a key's rpm, fair sharing of the
 admission bound between a heavy key and a light one, a keys file changed on disk
-taking effect without a restart and without cutting a stream; OpenAI's rate-limit
+taking effect without a restart and without cutting a stream, priority classes (a
+request lowers its class, a raised or unknown one is refused, a keys file naming an
+unknown class keeps the last good keys); OpenAI's rate-limit
 headers (streamed, whole and on a 429), the usage store and the audit trail.
 
 Two engine replicas serve HTTP themselves (the direct mode): each enforces half of the
@@ -24,13 +26,14 @@ pytestmark = pytest.mark.integration
 
 LIMIT = 8  # gateway.max_in_flight: 4 per replica, of which each of two active keys gets 2
 KEYS = {"heavy": "sk-heavy-0123456789abcdef", "light": "sk-light-0123456789abcdef",
-        "limited": "sk-limited-0123456789abcdef", "metered": "sk-metered-0123456789abcdef"}
+        "limited": "sk-limited-0123456789abcdef", "metered": "sk-metered-0123456789abcdef",
+        "nightly": "sk-nightly-0123456789abcdef"}
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4}
 
 
 KEYS_TEXT = ("# test keys\n"
              f"heavy:{KEYS['heavy']}\nlight:{KEYS['light']}\nlimited:{KEYS['limited']} rpm=2\n"
-             f"metered:{KEYS['metered']} rpm=20 tpm=600\n")
+             f"metered:{KEYS['metered']} rpm=20 tpm=600\nnightly:{KEYS['nightly']} class=batch\n")
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +146,40 @@ def test_a_heavy_key_cannot_starve_a_light_one(auth_stack):
     assert counts["light", 200] == 10, figures  # every light request admitted
     assert counts["heavy", 429] > 0, figures  # the heavy key takes the refusals
     assert set(status for _, status in counts) <= {200, 429}, figures
+
+
+def test_a_request_may_lower_its_class_never_raise_it_and_a_bad_class_keeps_the_keys(auth_stack, keys_file):
+    nightly, light = client(auth_stack, KEYS["nightly"]), client(auth_stack, KEYS["light"])
+    assert nightly.chat.completions.create(**CHAT).usage.completion_tokens > 0  # its class: batch
+    lower = {"X-Serveout-Priority-Class": "sheddable"}
+    assert light.chat.completions.create(**CHAT, extra_headers=lower).usage.completion_tokens > 0
+    with pytest.raises(openai.PermissionDeniedError) as err:
+        nightly.chat.completions.create(**CHAT, extra_headers={"X-Serveout-Priority-Class": "interactive"})
+    assert err.value.code == "permission_denied" and "may not raise" in str(err.value)
+    with pytest.raises(openai.BadRequestError) as err:
+        nightly.chat.completions.create(**CHAT, extra_headers={"X-Serveout-Priority-Class": "urgent"})
+    assert err.value.param == "X-Serveout-Priority-Class"
+    headers = {"Authorization": f"Bearer {KEYS['light']}"}
+
+    def series(name: str) -> dict[tuple, float]:
+        text = httpx.get(f"{auth_stack.url}/metrics", headers=headers, timeout=30).text
+        found: dict[tuple, float] = {}
+        for s in (s for f in text_string_to_metric_families(text) for s in f.samples if s.name == name):
+            label = (s.labels.get("priority_class"), s.labels.get("reason"))
+            found[label] = found.get(label, 0.0) + s.value
+        return found
+
+    assert {c for c, _ in series("serveout_class_in_flight_requests")} >= {"interactive", "batch", "sheddable"}
+    # A keys file naming an unknown class is refused: the replicas keep the last good keys.
+    try:
+        keys_file.write_text(KEYS_TEXT + "extra:sk-extra-0123456789abcdef class=urgent\n")
+        assert wait_until(lambda: sum(series("serveout_keys_reload_failures_total").values()) >= 1,
+                          timeout_s=20, period_s=0.5)
+        assert nightly.chat.completions.create(**CHAT).usage.completion_tokens > 0
+        with pytest.raises(openai.AuthenticationError):
+            client(auth_stack, "sk-extra-0123456789abcdef").models.list()
+    finally:
+        keys_file.write_text(KEYS_TEXT)
 
 
 def test_a_changed_keys_file_takes_effect_without_a_restart_or_a_cut_stream(auth_stack, keys_file):

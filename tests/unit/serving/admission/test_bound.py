@@ -52,12 +52,12 @@ def test_a_key_alone_may_use_the_whole_bound():
     assert err.value.reason == "overloaded"
 
 
-def test_a_second_active_key_caps_the_first_at_half_until_it_goes_quiet():
+def test_a_key_ahead_is_capped_at_its_equal_part_while_another_key_is_active():
     clock = FakeClock()
     controller = AdmissionController(4, active_window_s=5.0, clock=clock)
-    controller.admit("bob").release()  # bob seen at t=0
-    controller.admit("alice")
-    controller.admit("alice")
+    controller.admit("bob").release()  # bob seen at t=0, nothing served
+    for _ in range(2):
+        controller.admit("alice").charge(10)  # alice now ahead of bob
     with pytest.raises(OverloadedError) as err:
         controller.admit("alice")
     assert err.value.reason == "fair_share" and controller.fair_share() == 2
@@ -66,22 +66,35 @@ def test_a_second_active_key_caps_the_first_at_half_until_it_goes_quiet():
     assert controller.in_flight_of("alice") == 3 and controller.active_keys() == 1
 
 
+def test_the_least_served_key_may_fill_the_whole_bound():
+    controller = AdmissionController(4, clock=FakeClock())
+    controller.admit("alice").release()  # active, served nothing
+    controller.admit("bob").charge(5)
+    for _ in range(3):  # alice was served less than bob: no equal part caps her
+        controller.admit("alice")
+    with pytest.raises(OverloadedError) as err:
+        controller.admit("bob")
+    assert err.value.reason == "overloaded"
+
+
 def simulate(controller, clock, key_of_heavy, key_of_light, seconds=10.0, hold_s=1.0):
     """Heavy sends 6 requests/s, light 2/s (a third of it), evenly spaced; each admitted
-    request holds its slot for ``hold_s``. Returns statuses counted per sender."""
+    request of 20 prompt and 10 output tokens holds its slot for ``hold_s``. Returns
+    statuses counted per sender."""
     arrivals = [(k / 6, "heavy") for k in range(int(seconds * 6))]
     arrivals += [(0.05 + k / 2, "light") for k in range(int(seconds * 2))]
     held, counts = [], Counter()
     for at, sender in sorted(arrivals):
         clock.now = at
         for ends, ticket in [h for h in held if h[0] <= at]:
-            ticket.release()
+            ticket.release(10)
             held.remove((ends, ticket))
         try:
             ticket = controller.admit(key_of_heavy if sender == "heavy" else key_of_light)
         except OverloadedError:
             counts[sender, 429] += 1
         else:
+            ticket.charge(20)
             counts[sender, 200] += 1
             held.append((at + hold_s, ticket))
         assert controller.in_flight <= controller.limit  # the global bound still holds
@@ -141,7 +154,7 @@ def test_a_key_that_can_no_longer_send_stops_taking_a_fair_share():
     clock = [0.0]
     admission = AdmissionController(4, active_window_s=120, clock=lambda: clock[0])
     admission.admit("old").release()
-    admission.admit("heavy")
+    admission.admit("heavy").charge(5)
     assert admission.active_keys() == 2 and admission.fair_share() == 2
     admission.retain_keys({"heavy", "light"})  # the keys file no longer has "old"
     assert admission.active_keys() == 1 and admission.fair_share() == 4

@@ -190,9 +190,13 @@ def _refusals() -> list[Exception]:
 
     full = AdmissionController(1)
     full.admit("a")
-    shared = AdmissionController(2, clock=lambda: 0.0)
+    shared = AdmissionController(4, clock=lambda: 0.0)
+    shared.admit("a")
     shared.admit("a")
     shared.admit("b")
+    held_back = AdmissionController(4)  # sheddable may fill 2 of 4
+    held_back.admit("a", klass="sheddable")
+    held_back.admit("a", klass="sheddable")
     own = AdmissionController(10)
     own.admit("a", concurrency=1)
     limiter = KeyRateLimiter(clock=lambda: 0.0)
@@ -204,7 +208,8 @@ def _refusals() -> list[Exception]:
             refused(lambda: shared.admit("a")),  # a's fair share while b is active
             refused(lambda: own.admit("a", concurrency=1)),
             refused(lambda: limiter.admit(per_minute)),
-            refused(lambda: limiter.admit(tokens).reserve_tokens(10))]
+            refused(lambda: limiter.admit(tokens).reserve_tokens(10)),
+            refused(lambda: held_back.admit("a", klass="sheddable"))]
 
 
 _MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
@@ -225,9 +230,9 @@ def test_overload_alert_counts_only_refusals_of_a_full_server(config, target):
     from serving.errors import RateLimitedError
 
     refusals = _refusals()
-    server_full = {e.reason for e in refusals if not isinstance(e, RateLimitedError)}
+    server_full = {e.reason for e in refusals if not isinstance(e, RateLimitedError)} - {"priority"}
     assert server_full == {"overloaded", "fair_share"}
-    assert {e.reason for e in refusals} - server_full == {"concurrency", "rpm", "tpm"}
+    assert {e.reason for e in refusals} - server_full == {"concurrency", "rpm", "tpm", "priority"}
     (rule,) = [r for r in _rules(config, target) if r["alert"] == "ServeoutOverloaded"]
     counted = {e.reason for e in refusals if _counted(
         rule["expr"], "serveout_rejected_requests_total", {"model": config.model.name, "reason": e.reason})}
