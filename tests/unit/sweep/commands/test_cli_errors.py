@@ -13,6 +13,7 @@ import pytest
 
 from loadtest.errors import ExitCode
 from serving.cluster.local import LocalCluster
+from serving.cluster import netns
 from serving.cluster.netns import IN_NETNS_ENV
 from sweep.cli import main
 from tests.paths import REPO, SWEEPS
@@ -30,6 +31,7 @@ def no_ray(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setattr(LocalCluster, "start", refuse)
     monkeypatch.setenv("SERVEOUT_HOME", str(tmp_path / "home"))
     monkeypatch.delenv(IN_NETNS_ENV, raising=False)
+    monkeypatch.setattr(netns, "interfaces", lambda: ["eth0", "lo"])  # as outside any namespace
     return tmp_path
 
 
