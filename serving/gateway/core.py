@@ -137,6 +137,7 @@ class GatewayCore:
             rate_limiter=self._rate_limiter,
             ledger=self._ledger(config),
         )
+        self._service.set_models(list(self._service.models.values()), config.splits)
         self._plans = plans
         self._keys_task = (asyncio.get_running_loop().create_task(self._watch_keys_file())
                            if self._keys else None)
@@ -166,7 +167,7 @@ class GatewayCore:
         """Each base model, then its adapters (declared in the metrics at 0)."""
         models = []
         for (served, _), base in zip(self._bases, config.bases):
-            models += [served, *(served.with_adapter(a.name) for a in base.adapters)]
+            models += [served, *(served.with_adapter(n) for n in (*base.adapter_names, *base.alias_names))]
         for served in models:
             self._metrics.declare_model(served.name)
         return models
@@ -207,7 +208,7 @@ class GatewayCore:
             served.scales_from_zero = _scales_from_zero(base)
         self._service.request_timeout_s = gateway.request_timeout_s
         self._service.log_prompts = gateway.log_prompts
-        self._service.set_models(self._served_models(config))  # the adapters, and their copy of the above
+        self._service.set_models(self._served_models(config), config.splits)  # the adapters, and their copy of the above
         if gateway.api_keys_file != self._config.gateway.api_keys_file or gateway.key_limits != self._config.gateway.key_limits:
             self._keys = KeysFile(gateway.api_keys_file, gateway) if gateway.api_keys_file else None
             if self._keys is not None and self._keys_task is None:
