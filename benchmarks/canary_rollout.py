@@ -13,7 +13,7 @@ One engine replica of the default model serves the two adapters set-up trains
 
 The quality probe's set (``loadtest quality --items``) is the stable version's own
 greedy answers to the clinic adapter's training questions, taken before the rollouts
-(the answers users get today; a canary is graded on giving the same), 16 items.
+(the answers users get today; a canary is graded on giving the same), 8 items.
 
 All along, ``--workers`` closed-loop clients send chat requests for ``clinic`` with one
 of ``--sessions`` session ids each (sticky); a request is *lost* when it does not end
@@ -54,6 +54,8 @@ REPO = Path(__file__).resolve().parents[1]
 console = Console() if sys.stdout.isatty() else Console(width=180)
 QUESTIONS = [json.loads(line)["user"] for line in (REPO / "models/adapters/clinic.jsonl").read_text().splitlines()
              if line.strip()]
+PROBE_QUESTIONS = 8
+"""Items of the probe set: the first clinic questions."""
 OUTPUT_TOKENS = 24
 ENDED = ("promoted", "rolled_back", "failed")
 
@@ -61,7 +63,7 @@ ENDED = ("promoted", "rolled_back", "failed")
 def reference_items(url: str, model: str, path: Path) -> None:
     """The probe's set: ``model``'s greedy answers to the clinic questions, as items."""
     lines = []
-    for i, question in enumerate(QUESTIONS):
+    for i, question in enumerate(QUESTIONS[:PROBE_QUESTIONS]):
         answer = ask(httpx.Client(timeout=300), url, model, question, None)[1]
         lines.append(json.dumps({"id": f"clinic-{i}", "category": "clinic-voice", "prompt": question,
                                  "source": f"{model}'s greedy answer before the rollout (benchmarks/canary_rollout.py)",

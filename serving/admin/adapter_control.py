@@ -72,7 +72,10 @@ class AdapterControl:
             self._check(changed.bases[index], adapter)
             previous = self._config
             self._deploy(changed)
-            why = self._probe(name)
+            try:
+                why = self._probe(name)
+            except httpx.HTTPError as exc:  # no answer in time counts as a refusal
+                why = f"no answer to a one-token request ({type(exc).__name__})"
             if why is not None:
                 self._deploy(previous)
                 raise InvalidRequestError(f"adapter {name!r} was refused by the engines: {why}",

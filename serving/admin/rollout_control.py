@@ -74,9 +74,11 @@ class RolloutControl:
         self._recorder.transition(self._rollout, f"starting: {plan.canary} beside {stable} for {plan.model}")
         try:
             self._adapters.load(plan.canary, str(plan.path) if plan.path else None, plan.rank, base=base)
-        except ServeoutError as exc:
+        except Exception as exc:  # refused, or the redeploy failed: stable serves on, unchanged
             self._move(lambda r: r.load_failed(str(exc)))
-            raise
+            if isinstance(exc, ServeoutError):
+                raise
+            raise ServeoutError(f"loading {plan.canary} failed: {exc}") from exc
         self._move(lambda r: r.loaded())
         threading.Thread(target=self._run, name="serveout-rollout", daemon=True).start()
         return self.status()

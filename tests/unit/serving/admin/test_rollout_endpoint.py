@@ -6,6 +6,7 @@ stack's metrics are unreachable (no engine here), so no step is ever judged on t
 
 import time
 
+import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -76,6 +77,17 @@ def test_a_canary_the_engines_refuse_fails_the_rollout_and_the_stable_version_se
     assert rollouts.call("GET", "/v1/rollouts")[1]["phase"] == "failed"
     served = rollouts.cluster.deployed[-1]
     assert served.adapter_names == ("clinic",) and served.splits == ()
+
+
+def test_a_canary_that_never_answers_is_refused_and_unloaded(rollouts):
+    def silent(name):
+        raise httpx.ReadTimeout("timed out")
+
+    rollouts.control._probe = silent  # the engines take the adapter but never answer with it
+    code, body = start(rollouts)
+    assert code == 400 and "no answer" in body["error"]["message"], body
+    assert rollouts.call("GET", "/v1/rollouts")[1]["phase"] == "failed"
+    assert rollouts.cluster.deployed[-1].adapter_names == ("clinic",)
 
 
 def test_a_second_rollout_is_refused_and_an_abort_drains_then_unloads_the_canary(rollouts):
