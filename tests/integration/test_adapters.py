@@ -26,6 +26,7 @@ from serving.config.rollout import RolloutPlan, TrafficSplit
 from serving.config.tenancy import AuditSpec
 from tests.integration.metrics_reading import samples, wait_until
 from tests.integration.settings import MODEL, PORT, replicas
+from tests.paths import REPO
 from benchmarks.chaos import replica_pids
 
 pytestmark = pytest.mark.integration
@@ -162,7 +163,8 @@ def test_a_rollout_rolls_a_worse_adapter_back_and_promotes_a_good_one_losing_not
     rollouts = RolloutControl(control, RolloutRecorder(CollectorRegistry(), AuditSpec(), tmp_path),
                               url=lora_stack.url, headers={}, poll_s=0.5,
                               probe=lambda plan, name: probe_quality(lora_stack.url, name, plan.quality))
-    questions = ("What are your opening hours?", "How do I book an appointment?")
+    # 6 items: all right against all wrong is then outside the Wilson intervals' noise
+    questions = [json.loads(line)["user"] for line in (REPO / "models/adapters/clinic.jsonl").read_text().splitlines()][:6]
     items = tmp_path / "clinic.jsonl"  # graded on agreeing with what clinic answers today
     items.write_text("".join(json.dumps({"id": f"q{i}", "category": "clinic", "source": "clinic's answer",
                                          "prompt": q, "max_tokens": 24, "answers": [greedy(client, "clinic", q)]}) + "\n"
