@@ -164,10 +164,11 @@ def test_a_rollout_rolls_a_worse_adapter_back_and_promotes_a_good_one_losing_not
                               url=lora_stack.url, headers={}, poll_s=0.5,
                               probe=lambda plan, name: probe_quality(lora_stack.url, name, plan.quality))
     # 6 items: all right against all wrong is then outside the Wilson intervals' noise
-    questions = [json.loads(line)["user"] for line in (REPO / "models/adapters/clinic.jsonl").read_text().splitlines()][:6]
+    lines = (REPO / "models/adapters/clinic.jsonl").read_text().splitlines()
+    questions = [json.loads(line)["user"] for line in lines[:6]]
     items = tmp_path / "clinic.jsonl"  # graded on agreeing with what clinic answers today
-    items.write_text("".join(json.dumps({"id": f"q{i}", "category": "clinic", "source": "clinic's answer",
-                                         "prompt": q, "max_tokens": 24, "answers": [greedy(client, "clinic", q)]}) + "\n"
+    items.write_text("".join(json.dumps({"id": f"q{i}", "category": "clinic", "source": "clinic's answer", "prompt": q,
+                                         "max_tokens": 24, "answers": [greedy(client, "clinic", q)]}) + "\n"
                              for i, q in enumerate(questions)))
     answers: list[str] = []
     stop = threading.Event()
@@ -201,7 +202,7 @@ def test_a_rollout_rolls_a_worse_adapter_back_and_promotes_a_good_one_losing_not
         status = finished("rolled_back")
         assert status["reason"].startswith("quality"), status
         assert control.config.adapter_names == ("clinic", "pharmacy") and control.config.splits == ()
-        rollouts.start(RolloutPlan(model="clinic", canary="clinic-same", path=clinic, steps=(50, 100), drain_s=5,
+        rollouts.start(RolloutPlan(model="clinic", canary="clinic-same", path=clinic, steps=(100,), drain_s=5,
                                    judge={"min_requests": 2, "step_timeout_s": 10}, quality={"enabled": False}))
         finished("promoted")
         assert control.config.splits == (TrafficSplit(name="clinic", stable="clinic-same"),)
