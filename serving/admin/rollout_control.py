@@ -45,19 +45,21 @@ class RolloutControl:
         self._probe, self._poll_s = probe, poll_s
         self._lock = threading.Lock()
         self._rollout: Rollout | None = None
+        self._started_at = 0.0  # the latest rollout's start (its status shows its own lines)
         self._pending: Action | None = None
         self._wake = threading.Event()
 
     def status(self) -> dict:
         """The latest rollout (running or not) and its recorded lines."""
         with self._lock:
-            rollout = self._rollout
+            rollout, since = self._rollout, self._started_at
         if rollout is None:
             return {"object": "rollout", "phase": None}
         return {"object": "rollout", "model": rollout.plan.model, "stable": rollout.stable,
                 "canary": rollout.plan.canary, "phase": rollout.phase.value, "percent": rollout.percent,
                 "steps": list(rollout.plan.steps), "reason": rollout.reason,
-                "history": [e for e in self._recorder.history if e.get("model") == rollout.plan.model]}
+                "history": [e for e in self._recorder.history
+                            if e.get("model") == rollout.plan.model and e["at"] >= since]}
 
     def start(self, plan: RolloutPlan) -> dict:
         """Load the canary (answers once it serves, or raises why not: the stable
@@ -70,7 +72,7 @@ class RolloutControl:
             if plan.canary in self._adapters.config.served_names:
                 raise InvalidRequestError(f"{plan.canary!r} is already served: name the canary anew",
                                           param="canary")
-            self._rollout = Rollout(plan, stable)
+            self._rollout, self._started_at = Rollout(plan, stable), time.time()
         self._recorder.transition(self._rollout, f"starting: {plan.canary} beside {stable} for {plan.model}")
         try:
             self._adapters.load(plan.canary, str(plan.path) if plan.path else None, plan.rank, base=base)
@@ -195,7 +197,7 @@ class RolloutControl:
         for version, name in (("stable", rollout.stable), ("canary", rollout.plan.canary)):
             try:
                 scores[version] = self._probe(rollout.plan, name)
-            except ServeoutError as exc:
+            except Exception as exc:  # noqa: BLE001 (no score: judged on traffic alone, and said)
                 self._recorder.verdict(rollout, "wait", f"quality probe of {name}: {exc}")
                 return {}
         return scores

@@ -127,3 +127,9 @@ def test_a_promotion_leaves_the_public_name_on_the_new_adapter(rollouts):
     assert final.splits == (TrafficSplit(name="clinic", stable="clinic-v2"),)
     assert "clinic" in final.served_names and final.alias_names == ("clinic",)
     assert rollouts.call("POST", "/v1/rollouts/promote")[0] == 400  # nothing left to promote
+    rollouts.probe.scores["clinic-v3"] = (37, 40)
+    code, body = start(rollouts, canary="clinic-v3")  # the next version, from the public name
+    assert code == 200 and body["stable"] == "clinic-v2"
+    assert not any("clinic-v2 beside clinic for" in e["line"] for e in body["history"])  # its own lines only
+    rollouts.call("POST", "/v1/rollouts/abort")
+    wait_for(rollouts, "rolled_back")
