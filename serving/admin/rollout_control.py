@@ -29,9 +29,6 @@ from serving.rollout.judge import Outcome, judge, quality_regression
 from serving.rollout.machine import Action, ActionKind, Phase, Rollout
 from serving.rollout.scrape import version_counts
 
-Probe = Callable[[str], tuple[int, int]]
-"""The quality probe of one served model name: (correct, items)."""
-
 
 class RolloutControl:
     """Starts, steps, promotes and aborts rollouts on the stack ``adapters`` changes;
