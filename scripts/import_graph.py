@@ -44,13 +44,13 @@ SERVING_LAYERS: tuple[tuple[str, ...], ...] = (
     # 1: one engine replica, its queue-depth autoscaling policy, local weights and adapters
     ("serving.engine", "serving.autoscaling", "serving.model_store", "serving.adapters"),
     # 2: the per-request decisions, pure: the OpenAI protocol, admission, routing
-    ("serving.openai", "serving.admission", "serving.routing", "serving.tenancy"),
+    ("serving.openai", "serving.admission", "serving.routing", "serving.tenancy", "serving.rollout"),
     # 3: the deployments on the request path: the default path's router and engine
     #    ingress (direct), the HTTP app (api), the service every gateway replica runs
     ("serving.direct", "serving.api", "serving.gateway"),
     # 4: what builds, runs and renders them
     ("serving.app_builder", "serving.cluster", "serving.manifests", "serving.cli", "serving.adapters_cli", "serving.admin", "serving.tenancy_cli",
-     "serving.run_state"),
+     "serving.rollout_cli", "serving.run_state"),
 )
 """Layers of ``serving``'s folders (and top-level modules), lowest first."""
 

@@ -19,13 +19,18 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from prometheus_client import CollectorRegistry
+
 from serving.admin.endpoint import AdminApi, serve_admin_api
 from serving.admin.adapter_control import AdapterControl, refusal
+from serving.admin.quality_probe import probe_quality
+from serving.admin.rollout_control import RolloutControl
+from serving.admin.rollout_record import RolloutRecorder
 from serving.admission.api_keys import KeyEntry, KeyRing
 from serving.cluster.netns import in_loopback_netns
 from serving.config.stack import StackConfig
 from serving.errors import ServeoutError
-from serving.model_store import ModelStore
+from serving.model_store import ModelStore, default_home
 from serving.run_state import read_state, request_headers, rerun_in_stack_netns, write_state
 
 console = Console(stderr=True)
@@ -45,7 +50,12 @@ def start_admin_api(cluster, config: StackConfig, url: str, keys: list[KeyEntry]
 
     control = AdapterControl(cluster, config, probe=lambda name: refusal(url, headers, name), on_change=changed,
                              recipe=lambda base, name: store.adapters.spec(store.catalog.get(base), name))
-    server = serve_admin_api(AdminApi(control, KeyRing(keys).identify if keys else None), config.gateway.host, port)
+    registry = CollectorRegistry()
+    api_key = unrestricted.key if unrestricted else None
+    rollouts = RolloutControl(control, RolloutRecorder(registry, config.audit, default_home()), url=url,
+                              headers=headers, probe=lambda plan, name: probe_quality(url, name, plan.quality, api_key))
+    server = serve_admin_api(AdminApi(control, KeyRing(keys).identify if keys else None, rollouts, registry),
+                             config.gateway.host, port)
     admin_url.append(f"http://{config.gateway.host}:{server.server_address[1]}")
     write_state(url, config, netns=in_loopback_netns(), admin_url=admin_url[0], nodes=cluster.node_records())
     return server

@@ -6,6 +6,8 @@
     serving status | serving down | serving exec -- COMMAND...
     serving models list | serving models prepare NAME
     serving adapters list | serving adapters add NAME [--path DIR] | serving adapters remove NAME
+    serving rollout start MODEL --canary NAME [--path DIR] [--steps 5,25,50,100] [--wait]
+    serving rollout status | serving rollout promote | serving rollout abort
     serving render --model NAME [--config stack.yaml] --target target.yaml --out DIR
     serving drain --local --deployment engine|gateway --timeout-s S [--app NAME]
 """
@@ -35,6 +37,7 @@ from serving.manifests import add_render_command
 from serving.model_store import ModelStore, models_dir
 from serving.adapters_cli import add_adapters_command, start_admin_api
 from serving.tenancy_cli import add_tenancy_commands
+from serving.rollout_cli import add_rollout_command
 from serving.run_state import read_state, request_headers, rerun_in_stack_netns, state_file, write_state
 from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
 from serving.cluster.nodes import SLOT_RESOURCE
@@ -357,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_render_command(sub, models_dir=models_dir)
     add_drain_command(sub)
     add_adapters_command(sub)
+    add_rollout_command(sub)
     add_tenancy_commands(sub)
     return parser
 

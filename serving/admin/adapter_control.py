@@ -21,6 +21,7 @@ import httpx
 
 from serving.adapters.checks import check_adapter
 from serving.config.adapters import AdapterSpec
+from serving.config.rollout import TrafficSplit
 from serving.config.stack import StackConfig
 from serving.errors import AdapterLoadError, ConfigError, InvalidRequestError, ModelNotFoundError
 
@@ -71,7 +72,10 @@ class AdapterControl:
             self._check(changed.bases[index], adapter)
             previous = self._config
             self._deploy(changed)
-            why = self._probe(name)
+            try:
+                why = self._probe(name)
+            except httpx.HTTPError as exc:  # no answer in time counts as a refusal
+                why = f"no answer to a one-token request ({type(exc).__name__})"
             if why is not None:
                 self._deploy(previous)
                 raise InvalidRequestError(f"adapter {name!r} was refused by the engines: {why}",
@@ -88,6 +92,20 @@ class AdapterControl:
             served = [a.name for _, a in self.adapters()]
             raise ModelNotFoundError(f"adapter {name!r} is not served; the stack serves "
                                      f"{', '.join(served) or 'no adapter'}", param="lora_name")
+
+    def route(self, splits: tuple[TrafficSplit, ...], *, unload: str | None = None) -> None:
+        """Serve the traffic ``splits`` from now on and, in the same change, stop serving
+        adapter ``unload`` (a rollout's retired version, which no split sends traffic to)."""
+        with self._lock:
+            data = self._config.model_dump(mode="json")
+            data["splits"] = [s.model_dump(mode="json") for s in splits]
+            if unload is not None:
+                data["adapters"] = [a for a in data["adapters"] if a["name"] != unload]
+            try:
+                changed = StackConfig.model_validate(data)
+            except ValueError as exc:
+                raise InvalidRequestError(str(exc), param="model") from None
+            self._deploy(changed)
 
     def _base_index(self, base: str | None) -> int:
         names = [b.model.name for b in self._config.bases]

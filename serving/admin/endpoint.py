@@ -5,6 +5,10 @@ HTTP, in the shape of vLLM's (``POST /v1/load_lora_adapter`` with ``lora_name`` 
 vLLM's ``--lora-modules`` uses) on a load; without it the adapter goes on the first
 base. Every answer is JSON; an error is OpenAI's error body.
 
+``serving rollout`` adds ``GET|POST /v1/rollouts`` (the latest rollout; start one with a
+:class:`~serving.config.rollout.RolloutPlan` body), ``POST /v1/rollouts/promote`` and
+``/v1/rollouts/abort``, and the rollouts' metrics at ``GET /metrics``.
+
 It is the control plane, served by the ``serving up`` process on its own port (as
 Ray's dashboard API is beside Serve's), not by the engine replicas: a change
 redeploys the stack (:class:`~serving.admin.adapter_control.AdapterControl`). With API keys
@@ -21,7 +25,12 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from prometheus_client import CollectorRegistry, generate_latest
+from pydantic import ValidationError
+
 from serving.admin.adapter_control import AdapterControl
+from serving.admin.rollout_control import RolloutControl
+from serving.config.rollout import RolloutPlan
 from serving.admission.api_keys import Caller, bearer_token
 from serving.errors import (InvalidRequestError, PermissionDeniedError, RequestError, RequestTooLargeError,
                             ServeoutError)
@@ -39,12 +48,15 @@ def adapter_entry(control: AdapterControl, name: str) -> dict:
 
 class AdminApi:
     """The endpoint's routes over ``control``; ``identify(token)``: the caller of a
-    bearer token (None: no keys, everyone may)."""
+    bearer token (None: no keys, everyone may); ``rollouts``: ``serving rollout``'s routes
+    (``/v1/rollouts``), and ``registry``: their metrics at ``GET /metrics`` (text)."""
 
-    def __init__(self, control: AdapterControl, identify: Callable[[str | None], Caller] | None) -> None:
+    def __init__(self, control: AdapterControl, identify: Callable[[str | None], Caller] | None,
+                 rollouts: RolloutControl | None = None, registry: CollectorRegistry | None = None) -> None:
         self._control, self._identify = control, identify
+        self._rollouts, self._registry = rollouts, registry
 
-    def handle(self, method: str, path: str, authorization: str | None, body: bytes) -> tuple[int, dict]:
+    def handle(self, method: str, path: str, authorization: str | None, body: bytes) -> tuple[int, dict | str]:
         """(status, JSON body) for one request."""
         try:
             self._authorize(authorization)
@@ -65,9 +77,17 @@ class AdminApi:
             raise PermissionDeniedError(f"the key {caller.name!r} may not change the stack's adapters "
                                         "(mark an admin key with `admin` in the keys file)")
 
-    def _route(self, method: str, path: str, body: bytes) -> dict:
+    def _route(self, method: str, path: str, body: bytes) -> dict | str:
         routes = {("GET", "/v1/lora_adapters"): self._list, ("POST", "/v1/load_lora_adapter"): self._load,
                   ("POST", "/v1/unload_lora_adapter"): self._unload}
+        if self._rollouts is not None:
+            rollouts = self._rollouts
+            routes |= {("GET", "/v1/rollouts"): lambda _: rollouts.status(),
+                       ("POST", "/v1/rollouts"): lambda fields: rollouts.start(_plan(fields)),
+                       ("POST", "/v1/rollouts/promote"): lambda _: rollouts.promote(),
+                       ("POST", "/v1/rollouts/abort"): lambda _: rollouts.abort()}
+        if self._registry is not None and (method, path) == ("GET", "/metrics"):
+            return generate_latest(self._registry).decode()
         known = {p for _, p in routes}
         if (method, path) not in routes:
             status = 405 if path in known else 404
@@ -109,6 +129,15 @@ def _fields(body: bytes) -> dict:
     return fields
 
 
+def _plan(fields: dict) -> RolloutPlan:
+    try:
+        return RolloutPlan.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or None
+        raise InvalidRequestError(f"{where + ': ' if where else ''}{first['msg']}", param=where) from None
+
+
 def _text(fields: dict, name: str, *, required: bool = False) -> str | None:
     value = fields.get(name)
     if value is None and not required:
@@ -130,9 +159,10 @@ def serve_admin_api(api: AdminApi, host: str, port: int) -> ThreadingHTTPServer:
             else:
                 status, body = api.handle(self.command, self.path.split("?", 1)[0],
                                           self.headers.get("Authorization"), self.rfile.read(length))
-            data = json.dumps(body).encode()
+            text = isinstance(body, str)
+            data = body.encode() if text else json.dumps(body).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/plain; version=0.0.4" if text else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

@@ -13,6 +13,7 @@ from serving.config.adapters import AdapterSpec, adapter_problems, lora_settings
 from serving.config.drain import DrainSpec
 from serving.config.gateway import GatewaySpec
 from serving.config.model_spec import AcceleratorKind, EngineSettings, ModelSpec, Strict
+from serving.config.rollout import TrafficSplit, split_problems
 from serving.config.tenancy import AuditSpec, UsageSpec
 
 
@@ -205,6 +206,8 @@ class StackConfig(Strict):
     drain: DrainSpec = DrainSpec()
     usage: UsageSpec = UsageSpec()
     audit: AuditSpec = AuditSpec()
+    splits: tuple[TrafficSplit, ...] = Field(
+        (), description="model names whose traffic is split between two adapters (`serving rollout`)")
     more_bases: tuple[BaseDeployment, ...] = Field(
         (), description="further base models, each with its own engine deployment and adapters, behind the "
         "same endpoint (gateway.mode separate: a direct-mode app routes to one deployment)")
@@ -231,6 +234,7 @@ class StackConfig(Strict):
     @model_validator(mode="after")
     def _adapters(self) -> "StackConfig":
         problems = adapter_problems(self.adapters, self.model.name, self.engine_settings.lora)
+        problems += split_problems(self.splits, self.adapter_names, (self.model.name,))
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -258,7 +262,8 @@ class StackConfig(Strict):
         """Each base model as a one-base stack (the first is this stack's own): what one
         engine deployment is built from, in :attr:`engine_deployments`' order."""
         own = self.model_copy(update={"more_bases": ()}) if self.more_bases else self
-        shared = own.model_dump(exclude={"model", "model_path", "adapters", "engine", "replicas", "autoscaling"})
+        shared = own.model_dump(exclude={"model", "model_path", "adapters", "engine", "replicas", "autoscaling",
+                                                  "splits"})
         return (own, *(StackConfig.model_validate({**shared, **dict(base)}) for base in self.more_bases))
 
     @property
@@ -277,12 +282,17 @@ class StackConfig(Strict):
     @property
     def served_names(self) -> tuple[str, ...]:
         """Every model id a request may name: each base, then its adapters."""
-        own = (self.model.name, *self.adapter_names)
+        own = (self.model.name, *self.adapter_names, *self.alias_names)
         return own if not self.more_bases else tuple(n for base in self.bases for n in base.served_names)
 
     @property
     def adapter_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.adapters)
+
+    @property
+    def alias_names(self) -> tuple[str, ...]:
+        """Split model names no adapter holds (a promoted rollout's public name)."""
+        return tuple(s.name for s in self.splits if s.name not in self.adapter_names)
 
     @property
     def max_replica_count(self) -> int:

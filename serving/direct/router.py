@@ -191,7 +191,8 @@ class RouterIngress:
             parsed, tokenizer=self._tokenizer, served_model=model.name, max_model_len=model.max_model_len,
             request_id=new_id("chatcmpl" if chat else "cmpl"), session_id=session_id,
             deadline_s=time.time() + self._config.gateway.request_timeout_s, trace_id=request_id,
-            supports_tools=model.tool_calling is not None, adapters=self._config.adapter_names,
+            supports_tools=model.tool_calling is not None,
+            adapters=(*self._config.adapter_names, *self._config.alias_names),  # an alias: the replica picks its version
         )
 
     def _on_done(self, data: bytes) -> None:

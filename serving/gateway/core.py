@@ -139,6 +139,7 @@ class GatewayCore:
             ledger=self._ledger(config),
             priority=gateway.priority,
         )
+        self._service.set_models(list(self._service.models.values()), config.splits)
         self._plans = plans
         self._keys_task = (asyncio.get_running_loop().create_task(self._watch_keys_file())
                            if self._keys else None)
@@ -172,7 +173,7 @@ class GatewayCore:
         """Each base model, then its adapters (declared in the metrics at 0)."""
         models = []
         for (served, _), base in zip(self._bases, config.bases):
-            models += [served, *(served.with_adapter(a.name) for a in base.adapters)]
+            models += [served, *(served.with_adapter(n) for n in (*base.adapter_names, *base.alias_names))]
         for served in models:
             self._metrics.declare_model(served.name)
             self._metrics.declare_classes(served.name, config.gateway.priority.names)
@@ -215,7 +216,7 @@ class GatewayCore:
         self._service.request_timeout_s = gateway.request_timeout_s
         self._service.log_prompts = gateway.log_prompts
         self._service.priority = gateway.priority
-        self._service.set_models(self._served_models(config))  # the adapters, and their copy of the above
+        self._service.set_models(self._served_models(config), config.splits)  # the adapters, and their copy of the above
         old = self._config.gateway
         if (gateway.api_keys_file, gateway.key_limits, gateway.priority) != (
                 old.api_keys_file, old.key_limits, old.priority):

@@ -59,6 +59,7 @@ class InFlight:
         self.handed_off = time.monotonic()
         self.chunks = self._stream(request)
         self.last: GenerationChunk | None = None
+        self.first_at: float | None = None
         self.retried = False
         self.closed = False
         # One timer per request (not one per chunk): at the deadline, or when a drain
@@ -115,8 +116,8 @@ class InFlight:
 
     async def first_chunk(self) -> GenerationChunk:
         chunk = await self._first()
-        self.service.metrics.ttft.labels(self.served.name, self.endpoint).observe(
-            time.monotonic() - self.started)
+        self.first_at = time.monotonic()
+        self.service.metrics.ttft.labels(self.served.name, self.endpoint).observe(self.first_at - self.started)
         return chunk
 
     async def _first(self) -> GenerationChunk:
@@ -208,6 +209,8 @@ class InFlight:
         metrics.latency.labels(model, self.endpoint).observe(time.monotonic() - self.started)
         if last is not None:
             metrics.record_tokens(model, last.prompt_tokens, last.completion_tokens, self.key)
+            if status == "200" and self.first_at is not None and last.completion_tokens > 1:
+                metrics.tpot.labels(model).observe((time.monotonic() - self.first_at) / (last.completion_tokens - 1))
         if self.service.ledger is not None:
             self._account(int(status), last)
         metrics.key_in_flight.labels(self.key).dec()

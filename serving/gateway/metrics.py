@@ -5,6 +5,8 @@
 | serveout_requests_total | counter | model, endpoint, status |
 | serveout_request_latency_seconds | histogram | model, endpoint |
 | serveout_time_to_first_token_seconds | histogram | model, endpoint |
+| serveout_time_per_output_token_seconds | histogram | model |
+| serveout_traffic_split_percent | gauge | model, version (a split model name's versions) |
 | serveout_request_prompt_tokens / _generation_tokens | histogram | model |
 | serveout_prompt_tokens_total / serveout_generation_tokens_total | counter | model |
 | serveout_in_flight_requests | gauge | model |
@@ -42,6 +44,8 @@ from serving.admission.api_keys import ANONYMOUS
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
                    1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0)
+TPOT_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1,
+                0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
 TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 REPLICAS_FAMILY = "serveout_replicas"
 
@@ -59,6 +63,12 @@ class GatewayMetrics:
         self.ttft = Histogram(
             "serveout_time_to_first_token_seconds", "Time to the first generated token.",
             ["model", "endpoint"], buckets=LATENCY_BUCKETS, registry=registry)
+        self.tpot = Histogram(
+            "serveout_time_per_output_token_seconds", "Time per output token after the first, per request.",
+            ["model"], buckets=TPOT_BUCKETS, registry=registry)
+        self.split_percent = Gauge(
+            "serveout_traffic_split_percent", "Share of a split model name's sticky keys each version gets.",
+            ["model", "version"], registry=registry)
         self.prompt_tokens_hist = Histogram(
             "serveout_request_prompt_tokens", "Prompt tokens per request.",
             ["model"], buckets=TOKEN_BUCKETS, registry=registry)

@@ -25,7 +25,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from serving.admission.api_keys import ANONYMOUS_CALLER, Caller
+import secrets
+
+from serving.admission.api_keys import ANONYMOUS, ANONYMOUS_CALLER, Caller
 from serving.admission.bound import AdmissionController
 from serving.admission.key_limits import KeyRateLimiter
 from serving.admission.priority import request_class
@@ -41,6 +43,8 @@ from serving.openai.frames import ChatFormat, CompletionFormat, ResponseAssemble
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, new_id
 from serving.openai.validation import Tokenizer, ValidatedRequest, validate_completion
 from serving.admission.rate_headers import rate_limit_headers
+from serving.config.rollout import TrafficSplit
+from serving.routing.traffic_split import choose_version, sticky_key
 from serving.tenancy.ledger import Ledger
 from serving.tenancy.records import RequestRecord
 
@@ -105,6 +109,7 @@ class GatewayService:
     ) -> None:
         self.models = {m.name: m for m in models}
         self.priority = priority  # the classes (gateway.priority)
+        self.splits: dict[str, TrafficSplit] = {}
         self.metrics = metrics
         self.rate_limiter = rate_limiter or KeyRateLimiter()
         self.request_timeout_s = request_timeout_s
@@ -122,9 +127,27 @@ class GatewayService:
         bounds = {id(m.admission): m.admission for m in self.models.values()}
         return sum(b.in_flight for b in bounds.values())
 
-    def set_models(self, models: list[ServedModel]) -> None:
-        """Serve these model ids from now on (requests in flight keep theirs)."""
+    def set_models(self, models: list[ServedModel], splits: tuple[TrafficSplit, ...] = ()) -> None:
+        """Serve these model ids, split by ``splits``, from now on (requests in flight
+        keep the version they got)."""
         self.models = {m.name: m for m in models}
+        self.splits = {s.name: s for s in splits}
+        self.metrics.split_percent.clear()
+        for split in splits:
+            self.metrics.split_percent.labels(split.name, split.stable).set(100 - split.canary_percent)
+            if split.canary is not None:
+                self.metrics.split_percent.labels(split.name, split.canary).set(split.canary_percent)
+
+    def version(self, served: ServedModel, caller: Caller, session_id: str | None,
+                trace_id: str | None) -> ServedModel:
+        """The version that serves a request for ``served``: itself, or the adapter its
+        traffic split picks for the request's sticky key."""
+        split = self.splits.get(served.name)
+        if split is None:
+            return served
+        key = sticky_key(session_id, None if caller.name == ANONYMOUS else caller.name,
+                         trace_id or secrets.token_hex(8))
+        return self.models.get(choose_version(split, key), served)
 
     async def drain(self, timeout_s: float, *, retry_after_s: int = 1) -> DrainReport:
         """Refuse new requests from now on, let those in flight finish for up to
@@ -200,7 +223,7 @@ class GatewayService:
             return planned
 
         return await self._serve(body.model, chat, planned_here, caller=caller, trace_id=trace_id,
-                                 asked_class=asked_class)
+                                 asked_class=asked_class, session_id=session_id)
 
     async def complete_validated(
         self, planned: ValidatedRequest, *, caller: Caller = ANONYMOUS_CALLER, trace_id: str | None = None,
@@ -213,7 +236,7 @@ class GatewayService:
             return planned
 
         return await self._serve(planned.model, planned.chat, given, caller=caller, trace_id=trace_id,
-                                 asked_class=asked_class)
+                                 asked_class=asked_class, session_id=planned.generation.session_id)
 
     async def _serve(
         self,
@@ -224,6 +247,7 @@ class GatewayService:
         caller: Caller,
         trace_id: str | None,
         asked_class: str | None = None,
+        session_id: str | None = None,
     ) -> JsonAnswer | EventStream:
         started = time.monotonic()
         endpoint = "chat" if chat else "completions"
@@ -232,6 +256,7 @@ class GatewayService:
         try:
             served = self.model(model_name, caller)
             klass = request_class(caller, asked_class, self.priority)
+            version = self.version(served, caller, session_id, trace_id)
             self.drain_state.refuse_new(served.admission.retry_after_s)
             served.check_can_serve()
             # Admission first: a request counts against the bound from the moment it is
@@ -243,6 +268,8 @@ class GatewayService:
             rank = self.priority.rank(klass)
             if (trace_id is not None and request.trace_id != trace_id) or request.priority != rank:
                 request = dataclasses.replace(request, trace_id=trace_id or request.trace_id, priority=rank)
+            if version is not served:  # planned for the public name, generated by the version
+                request = dataclasses.replace(request, adapter=version.name)
             sampling = request.sampling
             admitted.budget.reserve_tokens(
                 len(request.prompt_token_ids) + sampling.n * sampling.max_tokens)
@@ -262,7 +289,7 @@ class GatewayService:
         if self.log_prompts:
             log_request(request_id=trace_id, engine_request_id=request.request_id,
                         prompt_token_ids=list(request.prompt_token_ids))
-        call = InFlight(self, served, request, endpoint, started, admitted)
+        call = InFlight(self, version, request, endpoint, started, admitted)
         fmt = ChatFormat() if chat else CompletionFormat()
         header = ResponseHeader(id=request.request_id, model=served.name)
         try:

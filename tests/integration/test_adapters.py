@@ -1,19 +1,32 @@
 """LoRA adapters on the base model's replicas, for real: the two adapters made at set-up
 (peft, models/adapters/*.jsonl) on the vLLM CPU engine, called by name with the official
 OpenAI SDK; adapters changed at run time without an engine restart; a broken adapter
-refused by name while everything else keeps serving; the admin endpoint over HTTP."""
+refused by name while everything else keeps serving; the admin endpoint over HTTP; a
+rollout (``serving rollout``) that rolls a worse adapter back and promotes a good one
+under traffic, losing no request."""
 
 from __future__ import annotations
+
+import json
+import threading
+import time
 
 import httpx
 import openai
 import pytest
 from openai import OpenAI
+from prometheus_client import CollectorRegistry
 
 from serving.admin.endpoint import AdminApi, serve_admin_api
 from serving.admin.adapter_control import AdapterControl, refusal
+from serving.admin.quality_probe import probe_quality
+from serving.admin.rollout_control import RolloutControl
+from serving.admin.rollout_record import RolloutRecorder
+from serving.config.rollout import RolloutPlan, TrafficSplit
+from serving.config.tenancy import AuditSpec
 from tests.integration.metrics_reading import samples, wait_until
 from tests.integration.settings import MODEL, PORT, replicas
+from tests.paths import REPO
 from benchmarks.chaos import replica_pids
 
 pytestmark = pytest.mark.integration
@@ -141,3 +154,64 @@ def test_the_admin_endpoint_loads_and_unloads_adapters_on_every_replica(lora_sta
         server.shutdown()
         lora_stack.config = control.config
         lora_stack.ensure(ADAPTED)
+
+
+def test_a_rollout_rolls_a_worse_adapter_back_and_promotes_a_good_one_losing_nothing(lora_stack, client, tmp_path):
+    clinic, pharmacy = (a.path for a in lora_stack.build(ADAPTED).adapters)
+    control = AdapterControl(lora_stack.cluster, lora_stack.config, probe=lambda n: refusal(lora_stack.url, {}, n),
+                             recipe=lambda base, n: lora_stack.store.adapters.spec(lora_stack.catalog.get(base), n))
+    rollouts = RolloutControl(control, RolloutRecorder(CollectorRegistry(), AuditSpec(), tmp_path),
+                              url=lora_stack.url, headers={}, poll_s=0.5,
+                              probe=lambda plan, name: probe_quality(lora_stack.url, name, plan.quality))
+    # 6 items: all right against all wrong is then outside the Wilson intervals' noise
+    lines = (REPO / "models/adapters/clinic.jsonl").read_text().splitlines()
+    questions = [json.loads(line)["user"] for line in lines[:6]]
+    items = tmp_path / "clinic.jsonl"  # graded on agreeing with what clinic answers today
+    items.write_text("".join(json.dumps({"id": f"q{i}", "category": "clinic", "source": "clinic's answer", "prompt": q,
+                                         "max_tokens": 24, "answers": [greedy(client, "clinic", q)]}) + "\n"
+                             for i, q in enumerate(questions)))
+    answers: list[str] = []
+    stop = threading.Event()
+
+    def traffic(worker: int) -> None:  # sticky sessions on the public name, all along
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                answer = client.chat.completions.create(
+                    model="clinic", messages=[{"role": "user", "content": QUESTION}], temperature=0, max_tokens=8,
+                    extra_headers={"x-session-id": f"s{worker}-{n % 5}"})
+                answers.append(answer.choices[0].message.content)
+            except openai.OpenAIError as exc:  # a lost request: the assertion below names it
+                answers.append(f"lost: {exc}")
+
+    def finished(phase: str) -> dict:
+        deadline = time.monotonic() + 120
+        while (status := rollouts.status())["phase"] != phase:
+            assert time.monotonic() < deadline and status["phase"] in ("loading", "stepping", "promoting",
+                                                                     "rolling_back"), status
+            time.sleep(0.2)
+        return status
+
+    workers = [threading.Thread(target=traffic, args=(i,)) for i in range(2)]
+    for worker in workers:
+        worker.start()
+    try:
+        rollouts.start(RolloutPlan(model="clinic", canary="clinic-worse", path=pharmacy, drain_s=5,
+                                   quality={"items": items, "limit": None}))
+        status = finished("rolled_back")
+        assert status["reason"].startswith("quality"), status
+        assert control.config.adapter_names == ("clinic", "pharmacy") and control.config.splits == ()
+        rollouts.start(RolloutPlan(model="clinic", canary="clinic-same", path=clinic, steps=(50, 100), drain_s=5,
+                                   judge={"min_requests": 2, "step_timeout_s": 10}, quality={"enabled": False}))
+        finished("promoted")
+        assert control.config.splits == (TrafficSplit(name="clinic", stable="clinic-same"),)
+        assert "clinic" not in control.config.adapter_names
+        assert greedy(client, "clinic").startswith("Clinic desk:")  # the public name, now on clinic-same
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+        lora_stack.config = control.config
+        lora_stack.ensure(ADAPTED)
+    assert len(answers) > 10 and all(a.startswith("Clinic desk:") for a in answers)  # none lost, none worse

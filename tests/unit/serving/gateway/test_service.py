@@ -197,3 +197,26 @@ def test_rpm_refusal_releases_the_admission_slot(tokenizer):
         asyncio.run(svc.complete(body(), caller=alice))
     assert svc.models[MODEL].admission.in_flight == 0
     asyncio.run(svc.complete(body(), caller=Caller("bob")))  # the bound of 1 is free for bob
+
+
+def test_a_split_name_sends_each_session_to_its_version_and_answers_with_the_public_name(tokenizer):
+    from serving.config.rollout import TrafficSplit
+
+    engine = FakeEngineClient()
+    registry = CollectorRegistry()
+    svc = service(tokenizer, engine, registry=registry)
+    base = svc.models[MODEL]
+    svc.set_models([base, base.with_adapter("clinic"), base.with_adapter("clinic-v2")],
+                   (TrafficSplit(name="clinic", stable="clinic", canary="clinic-v2", canary_percent=50),))
+    seen = {}
+    for session in range(40):
+        for _ in range(2):
+            answer = asyncio.run(svc.complete(body(model="clinic"), session_id=f"s{session}"))
+            assert answer.body["model"] == "clinic"
+            seen.setdefault(session, set()).add(engine.last.adapter)
+    assert all(len(versions) == 1 for versions in seen.values())  # sticky per session
+    assert {v for versions in seen.values() for v in versions} == {"clinic", "clinic-v2"}
+    text = generate_latest(registry).decode()
+    assert 'serveout_requests_total{endpoint="chat",model="clinic-v2",status="200"}' in text  # per version
+    assert 'serveout_traffic_split_percent{model="clinic",version="clinic-v2"} 50.0' in text
+    assert 'serveout_time_per_output_token_seconds_count{model="clinic-v2"}' in text
