@@ -139,9 +139,14 @@ def test_three_nodes_up_a_worker_node_killed_under_load_then_killed_outright_the
     try:
         assert f"http://127.0.0.1:{PORT}/v1" in output, output[-3000:]
         assert "Paris" in output
-        status = serving("status", "--json", timeout=60)
-        assert status.returncode == 0, status.stderr
-        state = json.loads(status.stdout)
+        def status() -> dict:
+            shown = serving("status", "--json", timeout=60)
+            assert shown.returncode == 0, shown.stderr
+            return json.loads(shown.stdout)
+
+        deadline = time.monotonic() + 60  # the replica count reaches /status by Serve's next update
+        while (state := status())["bases"][0]["replicas"]["ready"] < 2 and time.monotonic() < deadline:
+            time.sleep(1)
         assert state["bases"][0]["replicas"]["ready"] == 2 and state["routing_policy"] == "cache-aware"
         nodes = state["nodes"]
         assert [n["ip"] for n in nodes] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"] and nodes[0]["head"]
