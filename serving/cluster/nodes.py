@@ -28,6 +28,7 @@ up`` leaves no node behind.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -40,7 +41,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving.engine.process_guard import descendants, start_time
+from serving.engine.process_guard import descendants, die_with_parent, kill_noted, start_time
 from serving.errors import ClusterError
 
 SLOT_RESOURCE = "accelerator_slot"
@@ -78,13 +79,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return probe.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the process that started it dies."""
-    import ctypes
-
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -192,7 +186,8 @@ class LocalNodes:
         log = self.run_dir / f"node{index}.log"
         with log.open("ab") as out:
             process = subprocess.Popen(self._command(index), env=node_env, stdout=out, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                                       stdin=subprocess.DEVNULL,
+                                       preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
         return Node(index, node_ip(index), process, log)
 
     def processes(self, node: Node) -> list[int]:
@@ -212,12 +207,7 @@ class LocalNodes:
             except subprocess.TimeoutExpired:
                 node.process.kill()
                 node.process.wait()
-        for pid, started in noted:
-            if started is not None and start_time(pid) == started:  # not a PID reused since
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        kill_noted(noted)
         self.nodes.clear()
 
 

@@ -104,13 +104,14 @@ class ProcessGuard:
             self._process.kill()
 
 
-def die_with_parent() -> None:
-    """Have the kernel SIGKILL this process when its parent dies (Linux; elsewhere a
-    no-op). For a process whose parent is a long-lived daemon (a Ray worker under its
-    raylet). The kernel keeps the setting per thread: call it from a thread that lives
-    as long as the process (calling it from several is harmless)."""
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """Have the kernel send this process ``signum`` when its parent dies (Linux; elsewhere
+    a no-op). For a process whose parent is a long-lived daemon (a Ray worker under its
+    raylet), or, as a ``preexec_fn``, for a child that must not outlive its starter. The
+    kernel keeps the setting per thread: call it from a thread that lives as long as the
+    process (calling it from several is harmless)."""
     if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
 
 
 def _guard_main(owner: int) -> None:
@@ -135,8 +136,14 @@ def _guard_main(owner: int) -> None:
         else:
             pid, started = (int(field) for field in line.split())
             noted.add((pid, started))
+    kill_noted(noted)
+
+
+def kill_noted(noted: Iterable[tuple[int, int | None]]) -> None:
+    """SIGKILL each ``(pid, start time)`` still running as that same process (a PID the
+    system has since given to another process is left alone)."""
     for pid, started in noted:
-        if start_time(pid) == started:
+        if started is not None and start_time(pid) == started:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-
-import secrets
 
 from serving.admission.api_keys import ANONYMOUS, ANONYMOUS_CALLER, Caller
 from serving.admission.bound import AdmissionController
