@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from serving.cluster.netns import python_argv
 from serving.config.rollout import QualitySettings
 from serving.errors import ServeoutError
 
@@ -21,8 +21,8 @@ def probe_quality(url: str, model: str, settings: QualitySettings, api_key: str 
     """Right answers and items asked of ``model`` at ``url`` (temperature 0)."""
     with tempfile.TemporaryDirectory(prefix="serveout-quality-") as folder:
         report = Path(folder) / "report.json"
-        command = [sys.executable, "-m", "loadtest", "quality", "--target", url, "--model", model,
-                   "--concurrency", str(settings.concurrency), "--json", str(report), "--quiet"]
+        command = python_argv("loadtest", ["quality", "--target", url, "--model", model, "--concurrency",
+                                           str(settings.concurrency), "--json", str(report), "--quiet"])
         if settings.items is not None:
             command += ["--items", str(settings.items)]
         if settings.limit is not None:

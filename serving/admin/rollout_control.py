@@ -69,8 +69,9 @@ class RolloutControl:
             if plan.canary in self._adapters.config.served_names:
                 raise InvalidRequestError(f"{plan.canary!r} is already served: name the canary anew",
                                           param="canary")
-            self._rollout, self._started_at = Rollout(plan, stable), time.time()
-        self._recorder.transition(self._rollout, f"starting: {plan.canary} beside {stable} for {plan.model}")
+            started = self._rollout = Rollout(plan, stable)
+            self._started_at = time.time()
+        self._recorder.transition(started, f"starting: {plan.canary} beside {stable} for {plan.model}")
         try:
             self._adapters.load(plan.canary, str(plan.path) if plan.path else None, plan.rank, base=base)
         except Exception as exc:  # refused, or the redeploy failed: stable serves on, unchanged
@@ -120,7 +121,9 @@ class RolloutControl:
         try:
             self._move(transition)
         except InvalidRequestError as exc:
-            self._recorder.verdict(self._rollout, "wait", f"skipped: {exc}")
+            with self._lock:
+                rollout = self._rollout
+            self._recorder.verdict(rollout, "wait", f"skipped: {exc}")
 
     def _run(self) -> None:
         """The rollout's thread: carry out actions, judge steps, until it ends."""

@@ -174,13 +174,17 @@ class AdmissionController:
                 + (f" ({share_of(concurrency, self.sharers)} through each of {self.sharers} "
                    "gateway replicas)" if self.sharers > 1 else "")
                 + "; retry after one finishes", retry_after_s=self.retry_after_s, reason="concurrency")
-        self._lift(klass, key, now)
+        active = self._active(klass)  # one pass over the class's keys per request
+        if key not in active:  # it becomes active: from the lowest active counter (no banked credit)
+            if active:
+                self._counter[entry] = max(self._counter.get(entry, 0.0),
+                                           min(self._counter.get((klass, k), 0.0) for k in active))
+            active.append(key)
         self._seen[entry] = now
         ceiling = self.ceiling(klass)
         if self._in_flight >= ceiling:
             self._wanting[entry] = now
             raise self._full(klass, ceiling)
-        active = self._active(klass)
         mine_c = self._counter.get(entry, 0.0)
         others = [self._counter.get((klass, k), 0.0) for k in active if k != key]
         if others and mine_c >= min(others) - self.priority.tolerance:  # not the least served
@@ -221,15 +225,6 @@ class AdmissionController:
             else:
                 keys.append(entry[1])
         return keys
-
-    def _lift(self, klass: str, key: str, now: float) -> None:
-        """A key that becomes active starts at the lowest active counter (no banked credit)."""
-        if (klass, key) in self._seen and (self._held.get((klass, key)) or now - self._seen[klass, key]
-                                           <= self.active_window_s):
-            return
-        others = [self._counter.get((klass, k), 0.0) for k in self._active(klass) if k != key]
-        if others:
-            self._counter[klass, key] = max(self._counter.get((klass, key), 0.0), min(others))
 
     def _waiting_behind(self, klass: str, mine: float, now: float) -> str | None:
         """A key of ``klass`` refused for lack of room lately, served less than ``mine``."""

@@ -70,11 +70,12 @@ class JudgeSettings(Strict):
 
 
 class QualitySettings(Strict):
-    """The quality probe (``loadtest quality``) asked of both versions at each step."""
+    """The quality probe (``loadtest quality``) asked of both versions once, before the
+    canary's first request; its scores weigh in every step's verdict."""
 
     enabled: bool = True
     items: Path | None = Field(None, description="a JSONL evaluation set (None: the probe's bundled set)")
-    limit: int | None = Field(40, ge=1, description="items asked per version and step")
+    limit: int | None = Field(40, ge=1, description="items asked of each version")
     concurrency: int = Field(2, ge=1)
 
 

@@ -7,17 +7,15 @@ a session that met the canary at 5% stays on it at 25% and 50%."""
 
 from __future__ import annotations
 
-import hashlib
-
 from serving.config.rollout import TrafficSplit
+from serving.routing.hash_ring import stable_hash
 
 BUCKETS = 10_000
 
 
 def bucket(name: str, sticky_key: str) -> int:
     """The bucket of ``sticky_key`` for model ``name`` (stable across processes)."""
-    digest = hashlib.blake2b(f"{name}\0{sticky_key}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % BUCKETS
+    return stable_hash(f"{name}\0{sticky_key}") % BUCKETS
 
 
 def choose_version(split: TrafficSplit, sticky_key: str) -> str:
