@@ -251,6 +251,7 @@ class GatewayService:
         started = time.monotonic()
         endpoint = "chat" if chat else "completions"
         admitted: Admitted | None = None
+        version: ServedModel | None = None  # the split's pick, once known: its refusals are its own
         klass = self.priority.default_class
         try:
             served = self.model(model_name, caller)
@@ -276,7 +277,8 @@ class GatewayService:
             if admitted is not None:
                 admitted.release(0)  # nothing reached an engine
             if isinstance(exc, RequestError):
-                model = model_name if model_name in self.models else "unknown"
+                model = version.name if version is not None else (
+                    model_name if model_name in self.models else "unknown")
                 status = map_error(exc).status
                 self.metrics.count_request(model, endpoint, str(status), caller.name)
                 if isinstance(exc, (OverloadedError, ServerDrainingError)):
