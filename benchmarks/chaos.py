@@ -20,9 +20,15 @@ it, and HAProxy ends the requests it holds once it has sent nothing for ``--dead
 included; after ``--after`` s the node is started again, as Kubernetes would replace
 the pod, and recovery is the replica back on it; the time from the node's restart to
 2 ready replicas is compared with a bare vLLM server's start on the same box, measured
-after the stack is down). With ``--nodes N`` every fault runs
-on a cluster of N real Ray nodes (:mod:`serving.cluster.nodes`): a head and worker
-nodes of one engine replica each; clients use the head's ingress.
+after the stack is down), ``head`` (with ``--nodes 3``: SIGKILL of the head's GCS
+server; the head's ``ray start`` then takes the whole head node down, its ingress and
+Serve's controller with it, as a head pod's container exit does; the head is started
+again at once from its GCS store, as Kubernetes restarts the pod; clients use a worker
+node's ingress for this fault, as a load balancer in front of the nodes would, and
+recovery is Serve's controller answering with the app running and the head's ingress
+serving again). With ``--nodes N`` every fault runs on a cluster of N real Ray nodes
+(:mod:`serving.cluster.nodes`): a head and worker nodes of one engine replica each;
+clients use the head's ingress (but for the head fault).
 
 Per fault it prints: requests sent, answered 200, 429, other 4xx, 5xx, hung; streams
 completed, ended with an error event, cut (the connection closed before ``[DONE]``),
@@ -40,9 +46,11 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -61,10 +69,12 @@ from serving.cluster.nodes import SLOT_RESOURCE
 from serving.engine.process_guard import descendants
 
 REPO = Path(__file__).resolve().parents[1]
-FAULTS = ("engine-core", "replica", "hung-replica", "router", "node")
+FAULTS = ("engine-core", "replica", "hung-replica", "router", "node", "head")
 HUNG = 0  # the status of a request with no answer within --timeout
 CUT = -1  # the status of a request whose connection closed without an answer
 console = Console() if sys.stdout.isatty() else Console(width=160)
+NODE_KEEPER = ThreadPoolExecutor(1, thread_name_prefix="node-keeper")
+"""The thread that restarts the head: it lives as long as this process."""
 
 
 @dataclass
@@ -83,10 +93,14 @@ class FaultReport:
     streams_resumed: int = 0  # not implemented: a cut stream is not resumed
     recover_s: float | None = None
     rejoin_s: float | None = None  # node fault: from the node's restart to 2 ready replicas
+    head_back_s: float | None = None  # head fault: from the fault to the restarted head's GCS answering
     statuses: dict[str, int] = field(default_factory=dict)
+    bodies: dict[str, str] = field(default_factory=dict)  # the first body seen of each status but 200
 
-    def count(self, status: int) -> None:
+    def count(self, status: int, body: str = "") -> None:
         self.sent += 1
+        if status != 200 and body:
+            self.bodies.setdefault(str(status), body[:300])
         self.statuses[str(status)] = self.statuses.get(str(status), 0) + 1
         if status == 200:
             self.ok += 1
@@ -108,15 +122,16 @@ def body(stream: bool, max_tokens: int) -> dict:
     return data | ({"stream": True} if stream else {})
 
 
-async def whole(client: httpx.AsyncClient, url: str, max_tokens: int, timeout_s: float) -> int:
+async def whole(client: httpx.AsyncClient, url: str, max_tokens: int, timeout_s: float) -> tuple[int, str]:
+    """(HTTP status, the body's start: kept for statuses but 200)."""
     try:
         response = await asyncio.wait_for(client.post(f"{url}/v1/chat/completions", json=body(False, max_tokens)),
                                           timeout_s)
     except TimeoutError:
-        return HUNG
-    except httpx.TransportError:
-        return CUT
-    return response.status_code
+        return HUNG, ""
+    except httpx.TransportError as exc:
+        return CUT, repr(exc)
+    return response.status_code, response.text[:300]
 
 
 async def stream(client: httpx.AsyncClient, url: str, max_tokens: int, timeout_s: float,
@@ -192,6 +207,42 @@ def router_pids(app: str) -> list[int]:
     return found
 
 
+def routers_on_every_node() -> bool:
+    """Every node's HAProxy asks only routers on its own node (Serve writes those as
+    127.0.0.1). Serve adds a node's routers to its HAProxy's pool some 25 s after they
+    run; until then a worker node's ingress asks a router on another node."""
+    import ray
+
+    base = Path(os.environ.get("RAY_SERVE_HAPROXY_SERVER_STATE_BASE", "/tmp/haproxy-serve"))
+    for node in ray.nodes():
+        lua = base / node["NodeID"] / "ingress_request_router.lua"
+        if node["Alive"] and (not lua.is_file() or set(re.findall(r'host = "([\d.]+)"', lua.read_text()))
+                              != {"127.0.0.1"}):
+            return False
+    return True
+
+
+def control_back(cluster: LocalCluster, app: str) -> bool:
+    """Serve's controller answers and reports ``app`` running, and the head's ingress serves."""
+    from ray import serve
+
+    status = serve.status().applications.get(app)
+    if status is None or status.status.value != "RUNNING":
+        return False
+    return httpx.get(f"{cluster.url}/v1/models", timeout=5).status_code == 200
+
+
+def restart_head_when_down(cluster: LocalCluster, timeout_s: float) -> float:
+    """Wait for the head's ``ray start`` to end (it stops the node when its GCS dies),
+    start the head again and reconnect; the seconds this took. Run it on
+    :data:`NODE_KEEPER`: a node started from a thread gets its parent-death signal when
+    that thread ends."""
+    started = time.monotonic()
+    cluster.nodes.nodes[0].process.wait(timeout_s)
+    cluster.restart_head()
+    return time.monotonic() - started
+
+
 def node_of(cluster: LocalCluster, pid: int):
     """The worker node whose processes include ``pid``."""
     for node in cluster.nodes.nodes if cluster.nodes else []:
@@ -202,6 +253,8 @@ def node_of(cluster: LocalCluster, pid: int):
 
 def fault_target(fault: str, replica: str, cluster: LocalCluster, app: str) -> tuple[list[int], signal.Signals]:
     """The processes ``fault`` hits, and the signal."""
+    if fault == "head":
+        return [cluster.nodes.gcs_pid()], signal.SIGKILL
     if fault == "router":
         routers = router_pids(app)
         if not routers:
@@ -217,7 +270,7 @@ def fault_target(fault: str, replica: str, cluster: LocalCluster, app: str) -> t
 
 
 async def run_fault(cluster: LocalCluster, app: str, fault: str, args: argparse.Namespace) -> FaultReport:
-    url = cluster.url
+    url = cluster.ingress_urls[1] if fault == "head" else cluster.url
     report = FaultReport(fault)
     routers = len(router_pids(app))
     first: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -234,23 +287,29 @@ async def run_fault(cluster: LocalCluster, app: str, fault: str, args: argparse.
             except ProcessLookupError:
                 pass
         faulted = time.monotonic()
+        head = asyncio.get_running_loop().run_in_executor(
+            NODE_KEEPER, restart_head_when_down, cluster, args.recovery_timeout) if fault == "head" else None
         console.print(f"{fault}: {signum.name} to {len(pids)} process(es), pid {pids[0]} first "
                       f"(serving replica {replica or '?'})")
         while time.monotonic() - faulted < args.after:
             tasks.append(asyncio.create_task(whole(client, url, args.max_tokens, args.timeout)))
             await asyncio.sleep(0.25)
-        for status in await asyncio.gather(*tasks):
-            report.count(status)
+        for status, text in await asyncio.gather(*tasks):
+            report.count(status, text)
         for status, ended in await asyncio.gather(*streams):
             report.count(status)
             report.streams_completed += ended == "completed"
             report.streams_error_event += ended == "error_event"
             report.streams_cut += ended == "cut"
+        if head is not None:
+            report.head_back_s = round(await head, 1)
     rejoined = None
     if fault == "node":  # the node replaced (same address), then the replica back on it
         cluster.nodes.restart(node_of_pid_index(cluster, pids[0]))
         rejoined = time.monotonic()
-    if fault == "router":  # back: as many router processes as before, the killed one not among them
+    if fault == "head":  # the controller back on the new head, the app running, the head's ingress serving
+        back = await asyncio.to_thread(wait_for, lambda: control_back(cluster, app), args.recovery_timeout)
+    elif fault == "router":  # back: as many router processes as before, the killed one not among them
         back = await asyncio.to_thread(wait_for, lambda: len(set(router_pids(app)) - set(pids)) >= routers,
                                        args.recovery_timeout)
     else:  # Serve first counts the replica gone (if it did not already), then 2 ready again
@@ -299,19 +358,25 @@ def main() -> None:
                         help="the stack's request deadline (gateway.request_timeout_s); HAProxy ends a "
                         "request whose replica sent nothing for this + 30 s")
     parser.add_argument("--nodes", type=int, default=1, help="Ray nodes: 1, or 3 (a head and two worker nodes)")
+    parser.add_argument("--null-engine", action="store_true",
+                        help="replicas of the null engine at 20 tokens/s (the faults of the control plane and "
+                        "the byte path, without the real engine's start; the engine-core fault needs the real one)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "chaos.json")
     args = parser.parse_args()
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     if not faults or set(faults) - set(FAULTS):
         parser.error(f"--faults takes some of {', '.join(FAULTS)}")
-    if "node" in faults and args.nodes < 3:
-        parser.error("the node fault needs --nodes 3 (a worker node per replica)")
+    if args.null_engine and "engine-core" in faults:
+        parser.error("the engine-core fault needs the real engine")
+    if {"node", "head"} & set(faults) and args.nodes < 3:
+        parser.error("the node and head faults need --nodes 3 (a head, and a worker node per replica)")
     loopback_if_root("benchmarks.chaos")
     reports: list[FaultReport] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
     config = stack_config({"replicas": {"num_replicas": 2, "cpus_per_rank": 1,
                                         "node_resource": SLOT_RESOURCE if args.nodes > 1 else None},
-                           "gateway": {"port": args.port, "request_timeout_s": args.deadline}})
+                           "gateway": {"port": args.port, "request_timeout_s": args.deadline}}
+                          | ({"engine_backend": {"kind": "null", "tokens_per_s": 20}} if args.null_engine else {}))
     with LocalCluster(ClusterOptions(http_port=args.port, nodes=args.nodes,
                                      hard_stop_after_s=hard_stop_after(config))) as cluster:
         with console.status("serveout starting") as status:
@@ -320,6 +385,10 @@ def main() -> None:
             if not wait_for(lambda: ready_replicas(cluster.url) >= 2, args.recovery_timeout):
                 console.print(f"[red]{fault}: the stack did not have 2 ready replicas; stopping")
                 break
+            if args.nodes > 1 and not wait_for(routers_on_every_node, 120):
+                # After a head restart Serve may leave the new head without routers of its
+                # own for minutes: its ingress then asks another node's (it still serves).
+                console.print(f"{fault}: not every node's ingress has routers of its own after 120 s; going on")
             reports.append(asyncio.run(run_fault(cluster, config.app_name, fault, args)))
             args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "args": vars(args) | {"out": str(
                 args.out)}, "faults": [asdict(r) for r in reports]}, indent=2))

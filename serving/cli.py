@@ -38,7 +38,8 @@ from serving.model_store import ModelStore, models_dir
 from serving.adapters_cli import add_adapters_command, start_admin_api
 from serving.tenancy_cli import add_tenancy_commands
 from serving.rollout_cli import add_rollout_command
-from serving.run_state import read_state, request_headers, rerun_in_stack_netns, state_file, write_state
+from serving.run_state import (read_state, request_headers, rerun_in_stack_netns, state_file, update_nodes,
+                                write_state)
 from serving.cluster.netns import in_loopback_netns, nsenter_prefix, python_argv, reexec_in_loopback_netns
 from serving.cluster.nodes import SLOT_RESOURCE
 
@@ -226,7 +227,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                       f"http://{config.gateway.host}:{admin.server_address[1]}/v1/load_lora_adapter")
         console.print("Ctrl-C (or `serving down`) stops it; `serving adapters add|remove` changes its adapters")
         while True:
-            time.sleep(3600)
+            time.sleep(NODE_WATCH_S if args.nodes > 1 else 3600)
+            _replace_dead_nodes(cluster)
     except KeyboardInterrupt:
         console.print("stopping")
         return 0
@@ -234,6 +236,23 @@ def cmd_up(args: argparse.Namespace) -> int:
         with console.status("shutting down"):
             cluster.shutdown()
         state_file().unlink(missing_ok=True)
+
+
+NODE_WATCH_S = 2.0
+"""How often ``serving up --nodes N`` looks for a node that died (to start it again)."""
+
+
+def _replace_dead_nodes(cluster) -> None:
+    """Start again the nodes that died, as Kubernetes would, and record their new PIDs; a
+    node that does not come back is said, and tried again at the next look."""
+    try:
+        replaced = cluster.replace_dead_nodes()
+    except ServeoutError as exc:
+        console.print(f"[red]a dead node did not start again:[/] {exc}")
+        return
+    if replaced:
+        console.print(f"node(s) {', '.join(replaced)} died and were started again")
+        update_nodes(cluster.node_records())
 
 
 def _interrupt(signum, frame) -> None:

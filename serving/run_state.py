@@ -35,6 +35,12 @@ def write_state(url: str, config: StackConfig, *, netns: bool, admin_url: str | 
     }))
 
 
+def update_nodes(nodes: list[dict]) -> None:
+    """Record the stack's nodes again (a node was replaced: new PIDs)."""
+    path = state_file()
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"nodes": nodes}))
+
+
 def read_state() -> dict:
     """The running stack's record; :class:`ServeoutError` when none runs."""
     path = state_file()

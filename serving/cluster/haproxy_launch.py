@@ -10,7 +10,9 @@ from this file, which
    error body (``{"error": {...}}``, ``application/json``) instead of Serve's text
    ``Internal Server Error``: its own 400, 408, 500, 502, 503 and 504, the 503 when no
    router can place a request, and the 404 of a path no app serves. A 503 carries
-   ``Retry-After``;
+   ``Retry-After``. An answer of one of those statuses that a backend server sends
+   with a body that is not JSON (Serve's fallback proxy answers text, e.g. "Deployment
+   ... is unavailable because it failed to deploy.") is replaced by the same body;
 3. with ``SERVEOUT_NODE_IP`` set, binds every listener (the HTTP port, the stats and
    metrics ports) to that address instead of all interfaces: several Ray nodes on one
    machine (127.0.0.1, 127.0.0.2, ...) then each listen on the same ports, and nothing
@@ -52,6 +54,9 @@ ERRORS: dict[int, tuple[str, str, str, str]] = {
     504: ("Gateway Timeout", "server_error", "replica_timeout",
           "the replica serving this request did not answer in time; retry"),
 }
+
+BACKEND = re.compile(r"^backend (?!default_backend\n)\S+\n", re.MULTILINE)
+"""A backend Serve routes requests to (its ``default_backend`` only answers 404)."""
 
 ROUTER_FAILED = re.compile(
     r'http-request return status 503 content-type text/plain lf-string "Ingress request router failed: '
@@ -110,6 +115,10 @@ def rewrite(config: str, error_dir: Path, node_ip: str | None = None) -> tuple[s
                              "retry after 1 s", "router_unavailable")
     config = ROUTER_FAILED.sub(lambda _: "http-request return status 503 content-type application/json "
                                f"lf-string {router_failed} hdr Retry-After 1", config)
+    text_errors = "".join(f"{indent}http-response return status {status} default-errorfiles "
+                          f"if {{ status {status} }} !{{ res.hdr(content-type) -m sub json }}\n"
+                          for status in ERRORS)
+    config = BACKEND.sub(lambda m: m.group(0) + text_errors, config)
     not_found = _lf_json("no route for %[path]", "not_found", "invalid_request_error")
     config = NOT_FOUND.sub(lambda _: f"http-request return status 404 content-type application/json "
                            f"lf-string {not_found}", config)

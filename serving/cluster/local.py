@@ -30,7 +30,7 @@ from serving.config.stack import StackConfig
 from serving.errors import ClusterError
 from serving.cluster.haproxy_launch import NODE_IP_ENV
 from serving.cluster.ingress_env import DEFAULT_HARD_STOP_AFTER_S, apply_direct_ingress_env, haproxy_launcher
-from serving.cluster.nodes import LocalNodes, NodesOptions
+from serving.cluster.nodes import LocalNodes, NodesOptions, node_ip
 from serving.cluster.pickle_by_value import count_by_value_registrations
 
 logger = logging.getLogger("serveout")
@@ -62,7 +62,7 @@ class LocalCluster:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.nodes is not None else self.options.http_host
+        host = node_ip(0) if self.nodes is not None else self.options.http_host
         return f"http://{host}:{self.options.http_port}"
 
     @property
@@ -137,13 +137,13 @@ class LocalCluster:
 
     def _connect(self, timeout_s: float) -> None:
         """``ray.init`` to the head, retried while its raylet is not registered yet (the
-        GCS answers first: Ray then finds no node at 127.0.0.1)."""
+        GCS answers first: Ray then finds no node at the head's address)."""
         import ray
 
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                ray.init(address=self.nodes.address, _node_ip_address="127.0.0.1",
+                ray.init(address=self.nodes.address, _node_ip_address=node_ip(0),
                          log_to_driver=self.options.log_to_driver, namespace="serveout")
                 return
             except ConnectionError as exc:
@@ -151,6 +151,33 @@ class LocalCluster:
                 if time.monotonic() > deadline or self.nodes.nodes[0].process.poll() is not None:
                     raise ClusterError(f"could not connect to the head node: {exc.__cause__ or exc}") from exc
                 time.sleep(1.0)
+
+    def restart_head(self, timeout_s: float = 180) -> None:
+        """Start the head node again after it died (its GCS recovers the cluster from its
+        store; worker nodes and replicas kept running) and reconnect this driver, which
+        was attached to the dead head's raylet."""
+        import ray
+
+        if self.nodes is None:
+            raise ClusterError("only a cluster of several nodes restarts its head")
+        with _quiet_expected_shutdown_errors():
+            ray.shutdown()
+        self.nodes.restart(0, timeout_s)
+        self._connect(timeout_s)
+
+    def replace_dead_nodes(self) -> list[str]:
+        """Start again every node whose ``ray start`` has ended, as Kubernetes replaces a
+        pod (the head from its GCS store: :meth:`restart_head`); the addresses of the
+        nodes started."""
+        if self.nodes is None:
+            return []
+        dead = [node for node in self.nodes.nodes if node.process.poll() is not None]
+        for node in dead:
+            if node.head:
+                self.restart_head()
+            else:
+                self.nodes.restart(node.index)
+        return [node.ip for node in dead]
 
     def deploy(self, config: StackConfig, *, timeout_s: float = 900,
                on_progress: Callable[[str], None] = lambda _: None) -> str:

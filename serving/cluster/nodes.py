@@ -1,5 +1,5 @@
 """Several real Ray nodes on one machine: a head and worker nodes, each a ``ray start
---block`` process on its own loopback address (127.0.0.1, 127.0.0.2, ...), as Ray's own
+--block`` process on its own loopback address (127.0.0.2, 127.0.0.3, ...), as Ray's own
 tests build clusters.
 
 Each node has its own raylet, workers, CPUs, memory and ``slots`` of
@@ -17,8 +17,20 @@ What one machine forces, and how it is met:
 - HAProxy binds Serve's ``http_options.host``; the launcher binds it to the node's own
   address instead (``SERVEOUT_NODE_IP``, :mod:`serving.cluster.haproxy_launch`), so each
   node's ingress has the same port, as on a real cluster.
+- No node is on 127.0.0.1: Serve's HAProxy writes a target on its own node as
+  127.0.0.1 and prefers the routers it finds there, so a node at 127.0.0.1 would have
+  every node's ingress use its routers (and lose them all when it dies).
 - Ray turns token authentication on by itself when ``~/.ray/auth_token`` exists; the
   nodes and the driver get an explicit mode and a token of their own.
+- ``ray start`` refuses to start a head whose GCS address a raylet on the machine names
+  (every worker node's does): a restarted head first forgets the address it recorded.
+
+The head's GCS keeps its tables in RocksDB on disk (Ray's GCS fault tolerance, the role
+of the external Redis on KubeRay): when the head dies (its ``ray start --block`` takes
+the whole node down when its GCS process dies), :meth:`LocalNodes.restart` starts it
+again on the same port from that store, in the same Ray session. Worker nodes, their
+actors and Serve's replicas keep running meanwhile (a raylet waits up to 60 s for its
+GCS), and Serve's controller is restarted on the new head from its checkpoint.
 
 Stopping: SIGTERM to each ``ray start`` (it stops its node's processes), then SIGKILL of
 whatever of the node's processes is left. Each ``ray start`` gets SIGTERM from the kernel
@@ -70,8 +82,8 @@ class NodesOptions:
 
 
 def node_ip(index: int) -> str:
-    """Node ``index``'s loopback address: the head (0) is 127.0.0.1."""
-    return f"127.0.0.{index + 1}"
+    """Node ``index``'s loopback address: the head (0) is 127.0.0.2."""
+    return f"127.0.0.{index + 2}"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -104,6 +116,7 @@ class LocalNodes:
         self.nodes: list[Node] = []
         self.gcs_port = 0
         self._token = run_dir / "auth_token"
+        self.gcs_store = run_dir / "gcs-store"
         self._env: dict[str, str] = {}
 
     @property
@@ -122,12 +135,7 @@ class LocalNodes:
         self._token.write_text(secrets.token_hex(32))
         self._token.chmod(0o600)
         self.gcs_port = free_port()
-        self.nodes.append(self._start_node(0, env))
-        deadline = time.monotonic() + timeout_s
-        while not _accepts(node_ip(0), self.gcs_port):
-            if self.nodes[0].process.poll() is not None or time.monotonic() > deadline:
-                raise ClusterError(f"the head node did not start: {_tail(self.nodes[0].log)}")
-            time.sleep(0.2)
+        self._start_head(timeout_s)
         for index in range(1, self.options.count):
             self.nodes.append(self._start_node(index, env))
 
@@ -150,15 +158,43 @@ class LocalNodes:
                 raise ClusterError(f"nodes {sorted(wanted - set(alive_nodes()))} did not join in {timeout_s:.0f} s")
             time.sleep(0.5)
 
-    def restart(self, index: int) -> None:
-        """Start worker node ``index`` again (after it died), with the same address: a
-        replaced machine rejoining the cluster."""
+    def restart(self, index: int, timeout_s: float = 180) -> None:
+        """Start node ``index`` again (after it died), with the same address: a replaced
+        machine rejoining the cluster. The head comes back on the same GCS port from its
+        store; this returns once its GCS answers. Call it from a thread that lives as
+        long as the cluster: the node's parent-death signal follows the starting thread."""
         node = self.nodes[index]
-        if node.head:
-            raise ClusterError("the head node cannot be restarted in place")
         if node.process.poll() is None:
             raise ClusterError(f"node {node.ip} is still running")
-        self.nodes[index] = self._start_node(index, self._env)
+        if node.head:
+            (self.run_dir / "node0" / "ray_current_cluster").unlink(missing_ok=True)
+            self._start_head(timeout_s)
+        else:
+            self.nodes[index] = self._start_node(index, self._env)
+
+    def gcs_pid(self) -> int:
+        """The PID of the head's GCS server process."""
+        head = self.nodes[0]
+        for pid in descendants(head.process.pid):
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"gcs_server"):
+                    return pid
+            except OSError:
+                continue
+        raise ClusterError("the head node runs no GCS server")
+
+    def _start_head(self, timeout_s: float) -> None:
+        head = self._start_node(0, {**self._env, "RAY_gcs_storage": "rocksdb",
+                                    "RAY_gcs_storage_path": str(self.gcs_store)})
+        if self.nodes:
+            self.nodes[0] = head
+        else:
+            self.nodes.append(head)
+        deadline = time.monotonic() + timeout_s
+        while not _accepts(node_ip(0), self.gcs_port):
+            if head.process.poll() is not None or time.monotonic() > deadline:
+                raise ClusterError(f"the head node did not start: {_tail(head.log)}")
+            time.sleep(0.2)
 
     def _command(self, index: int) -> list[str]:
         opts = self.options

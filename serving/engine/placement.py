@@ -12,7 +12,12 @@ from serving.config.stack import NullBackend, StackConfig
 
 def engine_runtime_env(config: StackConfig) -> dict:
     """Environment of engine replica processes (set before they start)."""
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # VLLM_CONFIGURE_LOGGING=0: vLLM's logging set-up (logging.config.dictConfig) closes
+    # every handler of the process, Serve's replica log handler too; a Serve controller
+    # that restarts (the head node restarted) then cannot recover the replica
+    # (``is_allocated`` reads that handler's file) and fails the whole deployment.
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "VLLM_CONFIGURE_LOGGING": "0"}
     if config.model.accelerator is AcceleratorKind.CPU:
         iomp = Path(sys.prefix) / "lib" / "libiomp5.so"  # intel-openmp: ~1.5x batched throughput
         if iomp.is_file():

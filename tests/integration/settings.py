@@ -26,7 +26,7 @@ SWEEP_SPEC = {
     "prices": str(REPO / "sweeps" / "prices.yaml"),
     "traffic": {"profile": {"name": "poisson", "rate_rps": 1.0},
                 "workload": {"name": "random", "input_tokens": 64, "output_tokens": 16},
-                "duration_s": "8s", "warmup_s": "2s", "seed": 1},
+                "duration_s": "6s", "warmup_s": "1s", "seed": 1},
     "slo": {"ttft_p95": "20s", "e2e_p95": "60s", "min_goodput_share": 0.5},
     "space": {"tensor_parallel": [1], "replicas": {"min": 1, "max": 2}},
     "budget": {"accelerator": "cpu", "nodes": 1, "accelerators_per_node": 2, "accelerators_per_rank": 1},

@@ -197,12 +197,12 @@ def test_a_rollout_rolls_a_worse_adapter_back_and_promotes_a_good_one_losing_not
     for worker in workers:
         worker.start()
     try:
-        rollouts.start(RolloutPlan(model="clinic", canary="clinic-worse", path=pharmacy, drain_s=5,
+        rollouts.start(RolloutPlan(model="clinic", canary="clinic-worse", path=pharmacy, drain_s=2,
                                    quality={"items": items, "limit": None}))
         status = finished("rolled_back")
         assert status["reason"].startswith("quality"), status
         assert control.config.adapter_names == ("clinic", "pharmacy") and control.config.splits == ()
-        rollouts.start(RolloutPlan(model="clinic", canary="clinic-same", path=clinic, steps=(50, 100), drain_s=5,
+        rollouts.start(RolloutPlan(model="clinic", canary="clinic-same", path=clinic, steps=(50, 100), drain_s=2,
                                    judge={"min_requests": 2, "step_timeout_s": 10}, quality={"enabled": False}))
         finished("promoted")
         assert control.config.splits == (TrafficSplit(name="clinic", stable="clinic-same"),)

@@ -137,7 +137,7 @@ def _kill_node(pid: int) -> list[int]:
 def test_three_nodes_up_a_worker_node_killed_under_load_then_killed_outright_then_up_again_and_down():
     proc, output = _up("--nodes", "3", "--replicas", "2", "--smoke")
     try:
-        assert f"http://127.0.0.1:{PORT}/v1" in output, output[-3000:]
+        assert f"http://127.0.0.2:{PORT}/v1" in output, output[-3000:]  # the head's ingress
         assert "Paris" in output
         def status() -> dict:
             shown = serving("status", "--json", timeout=60)
@@ -149,11 +149,11 @@ def test_three_nodes_up_a_worker_node_killed_under_load_then_killed_outright_the
             time.sleep(1)
         assert state["bases"][0]["replicas"]["ready"] == 2 and state["routing_policy"] == "cache-aware"
         nodes = state["nodes"]
-        assert [n["ip"] for n in nodes] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"] and nodes[0]["head"]
+        assert [n["ip"] for n in nodes] == ["127.0.0.2", "127.0.0.3", "127.0.0.4"] and nodes[0]["head"]
         for node in nodes:  # every node's own ingress routes to the engines
             models = httpx.get(f"{node['url']}/v1/models", timeout=30)
             assert models.status_code == 200 and models.json()["data"][0]["id"] == "smollm2-135m-instruct"
-        probe = f"import httpx; print(httpx.get('http://127.0.0.2:{PORT}/health').status_code)"
+        probe = f"import httpx; print(httpx.get('http://127.0.0.3:{PORT}/health').status_code)"
         reached = serving("exec", "--", sys.executable, "-c", probe, timeout=60)
         assert reached.returncode == 0 and reached.stdout.strip() == "200", reached.stderr
 
@@ -171,6 +171,10 @@ def test_three_nodes_up_a_worker_node_killed_under_load_then_killed_outright_the
             assert after == [(200, True)] * 4, (url, after)
         assert not [pid for pid in killed if Path(f"/proc/{pid}").exists()
                     and Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"]
+        deadline = time.monotonic() + 60  # serving up starts the dead node again, as Kubernetes would
+        while (replaced := status()["nodes"][2])["pid"] == nodes[2]["pid"] and time.monotonic() < deadline:
+            time.sleep(1)
+        assert replaced["pid"] != nodes[2]["pid"] and Path(f"/proc/{replaced['pid']}").exists(), replaced
 
         # SIGKILL of its process group: no clean-up code runs. Every process it started (the
         # nodes' Ray processes, the engine replica, vLLM's engine core, HAProxy) must

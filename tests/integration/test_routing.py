@@ -120,7 +120,7 @@ def test_session_header_keeps_a_session_on_one_replica(stack):
             break
     assert len(live) == 2, live
     seen: dict[str, set[str]] = {}
-    for i in range(48):
+    for i in range(32):  # two turns per session
         session = f"user-{i % 16}"
         seen.setdefault(session, set()).add(chat(stack.url, f"turn {i}", headers={"x-session-id": session}))
     assert all(len(replicas) == 1 for replicas in seen.values()), seen

@@ -17,3 +17,11 @@ def test_the_table_says_when_the_stack_did_not_recover():
     rendered = table([recovered, stuck])
     cells = [list(column.cells) for column in rendered.columns]
     assert cells[-1] == ["12.5", "not within the timeout"]
+
+
+def test_the_first_body_of_each_failing_status_is_kept_to_say_who_answered():
+    report = FaultReport("head")
+    report.count(200, "{}")
+    report.count(503, '{"error": {"code": "router_unavailable"}}')
+    report.count(503, "text from elsewhere")
+    assert report.bodies == {"503": '{"error": {"code": "router_unavailable"}}'}

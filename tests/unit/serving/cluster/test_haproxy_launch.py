@@ -41,6 +41,17 @@ def test_the_router_failure_and_the_unknown_path_answer_json(serve_config, tmp_p
     assert json.loads(not_found.group(1).replace("%[path]", "/x"))["error"]["type"] == "invalid_request_error"
 
 
+def test_a_text_error_a_server_sends_is_replaced_by_the_openai_body_of_its_status(serve_config, tmp_path):
+    config, _ = rewrite(serve_config, tmp_path)
+    for name, body in re.findall(r"^backend (\S+)\n((?:[ \t].*\n)*)", config, re.M):
+        rules = re.findall(r"http-response return status (\d{3}) default-errorfiles "
+                           r"if \{ status (\d{3}) \} !\{ res.hdr\(content-type\) -m sub json \}", body)
+        if name == "default_backend":  # it only answers 404 itself
+            assert rules == []
+        else:
+            assert sorted(int(a) for a, b in rules if a == b) == sorted(ERRORS), name
+
+
 def test_a_rewritten_config_is_left_as_it_is(serve_config, tmp_path):
     once, _ = rewrite(serve_config, tmp_path)
     assert rewrite(once, tmp_path) == (once, {})
