@@ -186,10 +186,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     with LocalCluster(ClusterOptions(http_port=args.port)) as cluster, \
             Live(Text("starting Ray"), console=console, refresh_per_second=2) as live:
         progress = LiveProgress(live)
-        measurer = ServeoutMeasurer(spec, cluster, catalog=catalog, artifacts=out / "loadtests",
-                                    on_phase=progress.set_phase)
-        report = run_sweep(spec, prices, measurer, folder, observer=progress, retry_failed=args.retry_failed,
-                           text_density=densities)
+        with ServeoutMeasurer(spec, cluster, catalog=catalog, artifacts=out / "loadtests",
+                              on_phase=progress.set_phase) as measurer:
+            report = run_sweep(spec, prices, measurer, folder, observer=progress, retry_failed=args.retry_failed,
+                               text_density=densities)
     print_answer(report, out, console)
     return ExitCode.OK if report.answer.kind.value == "passing" else ExitCode.SLO_MISSED
 

@@ -1,5 +1,5 @@
 """The real :class:`~sweep.search.loop.Measure`: deploy a candidate on serveout,
-load-test it, tear it down.
+load-test it, leave it for the next candidate or tear it down.
 
 This is the seam between the load tester and the serving stack. It deploys the
 candidate's :class:`StackConfig` (:func:`sweep.measure.deployment.stack_config_for`)
@@ -10,6 +10,11 @@ out (both maps in :mod:`sweep.measure.load_test`); with the spec's ``quality``, 
 deployment then answers the quality probe (:mod:`sweep.measure.quality_probe`). The load
 tester never imports Locust here: its generator runs in child processes (Locust cannot
 share a process with Ray).
+A candidate whose engines are built the same way as the one deployed before (only the
+replica count, routing or gateway settings differ) is deployed over it: Serve adds or
+stops replicas and keeps the running engines, as serveout does for any such change
+(:func:`serving.app_builder.engine_version`); otherwise the previous candidate is torn
+down first. Close the measurer (it is a context manager) to tear down the last one.
 Serving's errors stop at this seam: a failed deploy is a ``failed-to-deploy`` result,
 and a model that is unknown or not prepared is :class:`ModelUnavailableError`
 (:mod:`sweep.measure.models`).
@@ -25,6 +30,7 @@ from rich.console import Console
 
 from loadtest.errors import LoadTestError
 from loadtest.run.orchestrator import RunOptions, run_load_test
+from serving.app_builder import engine_version
 from serving.config.model_spec import ModelCatalog
 from serving.config.stack import StackConfig
 from serving.errors import ClusterError
@@ -50,17 +56,34 @@ class ServeoutMeasurer:
         self.artifacts = artifacts
         self.on_phase = on_phase
         self.probe_items = probe_items(spec)
+        self.deployed: StackConfig | None = None  # the last candidate, left running for the next
+
+    def __enter__(self) -> "ServeoutMeasurer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Tear down the candidate deployed last, if any."""
+        if self.deployed is not None:
+            self._teardown(self.deployed)
+            self.deployed = None
 
     def measure(self, trial: Trial) -> MeasuredResult:
         started = time.monotonic()
         config = stack_config_for(trial.candidate, self.spec, catalog=self.catalog,
                                   model_path=self.model_path, port=self.cluster.options.http_port,
                                   adapters=self.adapters)
+        if self.deployed is not None and (self.deployed.app_name != config.app_name
+                                          or engine_version(self.deployed) != engine_version(config)):
+            self.close()  # its engines are built differently: they cannot serve this candidate
         try:
             self.on_phase("deploying")
+            self.deployed = config
             url = self.cluster.deploy(config, on_progress=lambda s: self.on_phase(f"deploying: {s}"))
         except ClusterError as exc:
-            self._teardown(config)
+            self.close()
             return MeasuredResult(status=RunStatus.FAILED_TO_DEPLOY, reason=_short(str(exc)),
                                   wall_time_s=time.monotonic() - started)
         folders: list[str] = []
@@ -86,8 +109,6 @@ class ServeoutMeasurer:
             what = "quality probe" if points else "load test"
             return MeasuredResult(status=RunStatus.TOOL_ERROR, reason=_short(f"{what} failed: {exc}"),
                                   points=points, artifacts=tuple(folders), wall_time_s=time.monotonic() - started)
-        finally:
-            self._teardown(config)
 
     def _teardown(self, config: StackConfig) -> None:
         self.on_phase("tearing down")

@@ -1,5 +1,6 @@
-"""A replica dying under load, on the real stack (the direct mode, 2 replicas): SIGKILL
-of one replica's vLLM EngineCore process, then of one replica actor's process.
+"""A replica failing on the real stack (the direct mode, 2 replicas): one replica's
+process frozen (SIGSTOP) and thawed, then under load SIGKILL of one replica's vLLM
+EngineCore process, then of one replica actor's process.
 
 Checked: no request hangs (every one is bounded); every whole answer is a 200 (one whose
 replica had sent nothing goes to the other replica: through the engine deployment's
@@ -242,6 +243,31 @@ def reap_orphans(engine_core_pids: list[int]) -> list[int]:
         except psutil.Error:
             continue
     return outlived
+
+
+FROZEN_S = 5.0  # HAProxy checks each replica every second and marks it down after 2 failures
+
+
+def test_a_frozen_replica_leaves_routing_and_new_requests_go_to_the_other(stack):
+    """SIGSTOP of a replica's process (the stand-in for a partitioned node): once HAProxy's
+    health checks mark it down, every new request is answered by the other replica and
+    none waits on the frozen one; thawed, it is counted ready again. (What it held when
+    it froze ends by HAProxy's server timeout, the deadline + 30 s: measured by
+    ``benchmarks.chaos --faults hung-replica``, too long for the suite.)"""
+    config = stack.ensure(BASE)
+    url = stack.url
+    assert wait_until(lambda: ready_replicas(url) == 2, timeout_s=RECOVERY_TIMEOUT_S, period_s=1.0)
+    (frozen, pids), (other, _) = replica_pids(config.app_name).items()
+    os.kill(pids["replica"], signal.SIGSTOP)
+    try:
+        time.sleep(FROZEN_S)
+        with httpx.Client(timeout=60) as client:  # a request sent to the frozen one would time out here
+            answers = [client.post(f"{url}/v1/chat/completions", json=request_body(False)) for _ in range(AFTER)]
+    finally:
+        os.kill(pids["replica"], signal.SIGCONT)
+    assert [a.status_code for a in answers] == [200] * AFTER, [a.text[:200] for a in answers]
+    assert {a.headers.get("x-serveout-replica") for a in answers} == {other}, frozen
+    assert wait_until(lambda: ready_replicas(url) == 2, timeout_s=NOTICE_TIMEOUT_S, period_s=1.0)
 
 
 def test_sigkill_of_an_engine_core_process(stack):

@@ -42,7 +42,8 @@ def test_sweep_end_to_end_then_resume(stack, tmp_path):
     stack.config = None  # the sweep redeploys the app; later tests must redeploy theirs
     measurer = CountingMeasurer(ServeoutMeasurer(spec, stack.cluster, catalog=stack.catalog,
                                                  artifacts=out / "loadtests"))
-    first = run_sweep(spec, prices, measurer, ResultsFolder(out))
+    with measurer.inner:  # the 2-replica candidate is deployed over the 1-replica one: one engine more
+        first = run_sweep(spec, prices, measurer, ResultsFolder(out))
     assert measurer.calls == 2 and first.runs_measured == 2
     assert first.status.value == "complete"
     ok_runs = [r for r in first.runs if r.status.value == "ok"]

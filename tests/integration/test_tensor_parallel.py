@@ -81,8 +81,8 @@ def test_the_sweeps_tp2_candidate_deploys_and_is_measured(tp_stack, tmp_path):
     spec = load_sweep_spec(spec_path)
     out = tmp_path / "results"
     tp_stack.config = None  # the sweep redeploys the app; later tests must redeploy theirs
-    measurer = ServeoutMeasurer(spec, tp_stack.cluster, catalog=tp_stack.catalog, artifacts=out / "loadtests")
-    report = run_sweep(spec, load_price_table(spec.prices), measurer, ResultsFolder(out))
+    with ServeoutMeasurer(spec, tp_stack.cluster, catalog=tp_stack.catalog, artifacts=out / "loadtests") as measurer:
+        report = run_sweep(spec, load_price_table(spec.prices), measurer, ResultsFolder(out))
     [run] = report.runs
     assert run.status.value == "ok", (run.candidate_id, run.status, run.reason)
     assert run.candidate.tp == 2 and run.accelerators == 2

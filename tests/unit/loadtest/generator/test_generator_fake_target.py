@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loadtest import RunOptions, load_summary, parse_profile, parse_slos, parse_workload, run_load_test
-from loadtest.analysis.arrivals import schedule
+from loadtest.analysis.arrivals import LATE_THRESHOLD_S, schedule
 from loadtest.analysis.records import ErrorKind, TokenSource, read_records
 from loadtest.config import LoadTestConfig, TargetConfig
 from loadtest.errors import TargetError
@@ -105,7 +105,9 @@ def test_open_loop_sends_exactly_the_schedule(tmp_path, server):
     expected = schedule(start_rate=12, burstiness=0.5, seed=7, duration_s=3.0)
     r = summary.headline.requests
     assert r.sent == len(expected)
-    assert r.excluded_warmup == int((expected < 1.0).sum())
+    # Warm-up is by start time: an arrival due just before 1.0 s that leaves within the
+    # late threshold may start after it (seen on a loaded box).
+    assert int((expected < 1.0 - LATE_THRESHOLD_S).sum()) <= r.excluded_warmup <= int((expected < 1.0).sum())
     assert r.measured + r.excluded_warmup + r.excluded_cooldown == r.sent
     assert summary.headline.arrivals.scheduled == len(expected)
     assert summary.headline.plan.offered_rate == 12
