@@ -61,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--model-mix", default=None, metavar="M=W,...|zipf:S[:N]",
                    help="spread sessions over served models (a base and its LoRA adapters): weights, or a Zipf "
                         "law over the models GET /v1/models lists (the first N); figures per model in the reports")
+    t.add_argument("--tenant", action="append", default=[], metavar="name=N,key=K|env:VAR[,class=C][,weight=W][,SLO]",
+                   help="a tenant sending a weighted share of the sessions with its own key, priority class and "
+                        "SLO (repeat for each); figures and verdicts per tenant and per class in the reports")
+    t.add_argument("--tenants", type=Path, default=None, metavar="FILE",
+                   help="tenants from a YAML or JSON file (a list of name, key, class, weight, slo)")
     t.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
     t.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT/ITL)")
     t.add_argument("--no-exact-output", action="store_true", help="do not send ignore_eos (answers may stop early)")
@@ -145,6 +150,7 @@ def config_from_args(args: argparse.Namespace):
     from loadtest.profiles import ReplayProfile, parse_profile
     from loadtest.workloads import parse_workload
     from loadtest.workloads.model_mix import parse_model_mix
+    from loadtest.workloads.tenant_mix import parse_tenants
 
     profile = parse_profile(args.profile)
     replay = isinstance(profile, ReplayProfile)
@@ -190,6 +196,7 @@ def config_from_args(args: argparse.Namespace):
             cancel=CancelConfig(fraction=args.cancel, after_s=args.cancel_after) if args.cancel else None,
             gpu=_gpu(args.gpu_metrics, args.gpu_interval, GpuConfig) if args.gpu_metrics else None,
             model_mix=parse_model_mix(args.model_mix) if args.model_mix is not None else None,
+            tenants=parse_tenants(args.tenant, args.tenants),
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())

@@ -17,6 +17,7 @@ from loadtest.profiles import ProfileConfig, ReplayProfile
 from loadtest.units import Fraction, Seconds
 from loadtest.workloads import TraceWorkload, WorkloadConfig
 from loadtest.workloads.model_mix import ModelMix
+from loadtest.workloads.tenant_mix import TenantMix
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_TARGET = "http://127.0.0.1:8000"
@@ -167,7 +168,8 @@ class LoadTestConfig(Frozen):
     cool-down included, excluded from figures); ``max_requests`` caps the requests of a
     stage; ``time_limit_s`` is the hard bound after which the generator is stopped.
     ``model_mix``: the models the sessions name (:mod:`loadtest.workloads.model_mix`;
-    without one, ``target.model``)."""
+    without one, ``target.model``); ``tenants``: who sends the sessions, with which key,
+    class and SLO (:mod:`loadtest.workloads.tenant_mix`)."""
 
     target: TargetConfig = TargetConfig()
     profile: ProfileConfig
@@ -187,6 +189,7 @@ class LoadTestConfig(Frozen):
     cancel: CancelConfig | None = None
     gpu: GpuConfig | None = None
     model_mix: ModelMix | None = None
+    tenants: TenantMix | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -219,6 +222,8 @@ class LoadTestConfig(Frozen):
             raise ValueError(f"profile {self.profile.kind!r} needs --slo")
         try:
             check_applicable(self.slos, streaming=self.target.stream)
+            for tenant in self.tenants.tenants if self.tenants is not None else ():
+                check_applicable(tenant.slos, streaming=self.target.stream)
         except SLOError as exc:
             raise ValueError(str(exc)) from None
         return self

@@ -11,7 +11,8 @@ Missing values: ``NaN`` in float columns (``ttft_s``, ``scheduled_s``), :data:`N
 in integer ones (token counts); a record's error kind is ``None`` when it has none.
 The session columns (``session``, ``turn``, ``session_seq``, ``fanout``) may be left out
 (``None``): the session figures then are not computed; so may ``model`` (the model each
-request named, ``""`` when not recorded): then there are no figures per model.
+request named, ``""`` when not recorded): then there are no figures per model; and so
+may ``tenant`` and ``priority_class`` (``""`` where a request had none).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class RecordColumns:
     fanout: np.ndarray | None = None  # NONE for a request that is no agent step's
     cancel_after_s: np.ndarray | None = None  # NaN for a request the client was not to abandon
     model: np.ndarray | None = None  # strings, "" where not recorded
+    tenant: np.ndarray | None = None  # strings, "" where not recorded
+    priority_class: np.ndarray | None = None  # strings, "" where none was asked for
 
     def __post_init__(self) -> None:
         n = len(self.start_s)
@@ -96,6 +99,9 @@ class RecordColumns:
             values = (getattr(r, field) for r in records)
             return np.fromiter((NONE if v is None else v for v in values), dtype=np.int64, count=n)
 
+        def strings(field: str) -> np.ndarray:
+            return np.array([getattr(r, field) or "" for r in records], dtype=str)
+
         codes = {source: i for i, source in enumerate(SOURCES)}
         return cls(
             start_s=floats("start_s"), e2e_s=floats("e2e_s"), ttft_s=floats("ttft_s"),
@@ -107,5 +113,5 @@ class RecordColumns:
             error_kind=tuple(r.error_kind for r in records), gaps=GapTable.of_records(records),
             session=ints("session"), turn=ints("turn"), session_seq=ints("session_seq"), fanout=ints("fanout"),
             cancel_after_s=floats("cancel_after_s"),
-            model=np.array([r.model or "" for r in records], dtype=str),
+            model=strings("model"), tenant=strings("tenant"), priority_class=strings("priority_class"),
         )

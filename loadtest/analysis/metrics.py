@@ -19,26 +19,27 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from loadtest.analysis.arrivals import arrivals_of
 from loadtest.analysis.columns import NONE, SOURCES, RecordColumns
 from loadtest.analysis.gpu import gpu_stage
-from loadtest.analysis.per_model import ModelFigures, model_groups
+from loadtest.analysis.group_figures import class_figures, model_figures, tenant_figures
+from loadtest.analysis.per_tenant import tenant_misses
 from loadtest.analysis.records import ErrorKind, RequestRecord, TokenSource
 from loadtest.analysis.server_metrics import ServerSample, counter_delta
 from loadtest.analysis.sessions import session_report
-from loadtest.analysis.slo import Metric, Objective, evaluate, requests_meet, verdict_confidence
-from loadtest.analysis.stats import MAX_MEAN_BOOTSTRAP, Counted, Distribution
+from loadtest.analysis.samples import client_cancelled, latency_samples, slo_report
+from loadtest.analysis.slo import Metric, Objective
+from loadtest.analysis.stats import Counted, Distribution
 from loadtest.analysis.summary import (
     GeneratorReport,
     GpuSample,
     Latency,
     RateSearchReport,
     RequestCounts,
-    SLOReport,
     StageServer,
     StageSummary,
     SweepPoint,
@@ -82,52 +83,6 @@ def measured_window(measured: RecordColumns, start: float, end: float, *, timed:
     return Window(start_s=lo, end_s=hi, duration_s=max(hi - lo, 0.0))
 
 
-def tpots(ok: RecordColumns) -> tuple[np.ndarray, np.ndarray]:
-    """Which records have a TPOT (:func:`request_tpot`) and, for those, its value."""
-    defined = ~np.isnan(ok.ttft_s) & (ok.output_tokens >= 2)
-    values = np.maximum(ok.e2e_s[defined] - ok.ttft_s[defined], 0.0) / (ok.output_tokens[defined] - 1)
-    return defined, values
-
-
-def latency_samples(ok: RecordColumns) -> dict[Metric, np.ndarray | Counted]:
-    """The raw latency samples of successful requests, by metric, in record order; but
-    ITL samples whose rows share gaps (the simulator's: tens of millions of samples over
-    far fewer values) come :class:`Counted` when there are more than
-    :data:`MAX_MEAN_BOOTSTRAP` (every figure of that many sorts them, none resamples
-    their mean)."""
-    ttft = ok.ttft_s[~np.isnan(ok.ttft_s)]
-    gaps = ok.gaps
-    shared = gaps.total > max(len(gaps.values), MAX_MEAN_BOOTSTRAP)
-    itl = gaps.value_counts() if shared else gaps.flat()
-    return {Metric.TTFT: ttft, Metric.ITL: itl, Metric.TPOT: tpots(ok)[1], Metric.E2E: ok.e2e_s}
-
-
-def client_cancelled(c: RecordColumns) -> int:
-    """Requests the client abandoned on purpose (``--cancel``): neither ok nor failed."""
-    return sum(k is ErrorKind.CLIENT_CANCELLED for k in c.error_kind)
-
-
-def model_figures(columns: RecordColumns, measured: RecordColumns, win: Window) -> tuple[ModelFigures, ...]:
-    """The figures of each model the measured requests named (none for a single one):
-    :mod:`loadtest.analysis.per_model`."""
-    if columns.model is None or measured.model is None:
-        return ()
-    figures = []
-    for name, mine in model_groups(measured.model):
-        rows = measured.take(mine)
-        ok = rows.take(rows.ok)
-        samples = latency_samples(ok)
-        emissions = emissions_of(columns.take(columns.model == name))
-        streamed = scan_emissions(emissions, window=(win.start_s, win.end_s))[0]
-        figures.append(ModelFigures(
-            model=name, requests=len(rows), errors=len(rows) - len(ok) - client_cancelled(rows),
-            share=len(rows) / len(measured), ttft=Distribution.of(samples[Metric.TTFT]),
-            tpot=Distribution.of(samples[Metric.TPOT]), e2e=Distribution.of(samples[Metric.E2E]),
-            output_tokens_per_s=streamed / win.duration_s if win.duration_s > 0 and streamed is not None else None,
-        ))  # fmt: skip
-    return tuple(figures)
-
-
 def latency_of(samples: dict[Metric, np.ndarray | Counted]) -> Latency:
     """Latency distributions with their bootstrap intervals."""
     return Latency(**{m.value: Distribution.of(samples[m], intervals=True) for m in samples})
@@ -151,40 +106,6 @@ def tokens_of(ok: RecordColumns) -> Tokens:
         prompt_len_mismatches=int(
             ((ok.expected_prompt_tokens != NONE) & usage & (prompt != ok.expected_prompt_tokens)).sum()
         ),
-    )
-
-
-def good_requests(objectives: Sequence[Objective], ok: RecordColumns) -> int:
-    """Successful requests meeting every per-request objective (:func:`requests_meet`)."""
-    defined, values = tpots(ok)
-    tpot = np.full(len(ok), np.nan)
-    tpot[defined] = values
-    itls = ok.gaps if any(o.metric is Metric.ITL for o in objectives) else None
-    meets = requests_meet(objectives, ttft=ok.ttft_s, tpot=tpot, e2e=ok.e2e_s, itls=itls,
-                          output_known=ok.output_tokens != NONE)
-    return int(meets.sum())
-
-
-def slo_report(
-    objectives: Sequence[Objective],
-    ok: RecordColumns,
-    samples: dict[Metric, np.ndarray | Counted],
-    latency: Latency,
-    counts: RequestCounts,
-    window_s: float,
-) -> SLOReport:
-    good = good_requests(objectives, ok)
-    if not objectives:  # goodput is only defined against objectives
-        return SLOReport(good_requests=good)
-    figures = {m: getattr(latency, m.value) for m in samples}
-    results = evaluate(objectives, figures, counts.error_rate, samples=samples, measured=counts.measured)
-    return SLOReport(
-        objectives=results,
-        passed=all(r.passed for r in results),
-        confidence=verdict_confidence(results),
-        good_requests=good,
-        goodput_rps=good / window_s if window_s > 0 else None,
-        goodput_fraction=good / counts.measured if counts.measured else None,
     )
 
 
@@ -223,16 +144,19 @@ def build_stage(
     max_requests: int | None = None,
     gpu_samples: Sequence[GpuSample] = (),
     gpu_source: str = "",
+    tenant_objectives: Mapping[str, Sequence[Objective]] | None = None,
 ) -> StageSummary:
     """Every figure of one stage from its raw records (or their :class:`RecordColumns`).
     ``duration_s`` and ``max_requests`` are the stage's load limits (they decide how many
-    arrivals were due); ``gpu_samples``: the run's GPU telemetry (run seconds)."""
+    arrivals were due); ``gpu_samples``: the run's GPU telemetry (run seconds);
+    ``tenant_objectives``: tenants' own SLOs (:mod:`loadtest.analysis.per_tenant`)."""
     columns = RecordColumns.of(records)
     measured, before, after = split_by_window(columns, *window)
     ok = measured.take(measured.ok)
     abandoned = client_cancelled(measured)
     failed = len(measured) - len(ok) - abandoned
     win = measured_window(measured, *window, timed=timed)
+    window_of = (win.start_s, win.end_s)
     samples = latency_samples(ok)
     latency = latency_of(samples)
     per_s = (lambda x: x / win.duration_s) if win.duration_s > 0 else (lambda x: None)
@@ -271,7 +195,8 @@ def build_stage(
         cancelled=abandoned,
         cancel_planned=0 if measured.cancel_after_s is None else int((~np.isnan(measured.cancel_after_s)).sum()),
     )
-    slo = slo_report(objectives, ok, samples, latency, counts, win.duration_s)
+    slo = slo_report(objectives, ok, samples, {m: getattr(latency, m.value) for m in samples}, counts.error_rate,
+                     counts.measured, win.duration_s)
     load = plan.load if isinstance(plan.load, (OpenLoad, ReplayLoad)) else None
     arrivals = arrivals_of(columns, load, duration_s=duration_s if timed else None, max_requests=max_requests)
     stage = StageSummary(
@@ -291,7 +216,9 @@ def build_stage(
         server=stage_server(server_samples),
         timeline=time_bins(columns, width, tokens=bin_tokens),
         sessions=session_report(measured),
-        models=model_figures(columns, measured, win),
+        models=model_figures(columns, measured, window_of, objectives),
+        tenants=tenant_figures(columns, measured, window_of, objectives, tenant_objectives),
+        classes=class_figures(columns, measured, window_of, objectives),
         gpu=gpu_stage(gpu_samples, start=offset_s + win.start_s, end=offset_s + win.end_s, output_tokens=out_tokens,
                       total_tokens=out_tokens + in_tokens, source=gpu_source) if gpu_samples else None,
     )
@@ -325,16 +252,17 @@ def stage_validity(stage: StageSummary) -> Validity:
 
 
 def stage_verdict(stage: StageSummary, *, max_error_rate: float | None) -> tuple[bool | None, str]:
-    """Pass/fail of a stage: its SLOs and (when given) an error-rate bound; ``None`` when
-    neither is set. An invalid measurement never passes: it fails with the reason
+    """Pass/fail of a stage: its SLOs, its tenants' own SLOs and (when given) an error-rate
+    bound; ``None`` when none is set. An invalid measurement never passes: it fails with the reason
     ``"invalid measurement: ..."``."""
     validity = stage_validity(stage)
     invalid = "invalid measurement: " + "; ".join(validity.reasons) if not validity.valid else ""
-    if stage.slo.passed is None and max_error_rate is None:
+    if stage.slo.passed is None and max_error_rate is None and all(t.slo.passed is None for t in stage.tenants):
         return None, invalid
     if invalid:
         return False, invalid
     reasons = [f"{r.objective.key} missed" for r in stage.slo.objectives if not r.passed]
+    reasons += tenant_misses(stage.tenants)
     if max_error_rate is not None:
         rate = stage.requests.error_rate
         if rate is None or rate > max_error_rate:

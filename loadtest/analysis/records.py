@@ -9,7 +9,8 @@ stage; ``turn`` counts from 0; an agent step's requests (``fanout`` > 1) share t
 and are told apart by ``branch``. ``cancel_after_s``: the client was to abandon the
 request that long after sending it (``error_kind`` ``client_cancelled`` if it did).
 ``model``: the model the request named (its session's own, else the target's); ``None``
-in records written before it was recorded.
+in records written before it was recorded. ``tenant`` and ``priority_class``: the tenant
+that sent it and the class it asked for (``--tenant``; ``None`` without tenants).
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class RequestRecord(BaseModel):
     output_text: str | None = None
     cancel_after_s: float | None = None
     model: str | None = None
+    tenant: str | None = None
+    priority_class: str | None = None
 
     @property
     def end_s(self) -> float:

@@ -141,6 +141,21 @@ class ObjectiveResult(BaseModel):
         return ", ".join(parts)
 
 
+class SLOReport(BaseModel):
+    """Verdicts; ``passed`` and the goodput figures are ``None`` when no objective was set.
+    Goodput counts the successful measured requests meeting every per-request objective.
+    ``confidence``: how sure ``passed`` is (see :func:`verdict_confidence`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    objectives: tuple[ObjectiveResult, ...] = ()
+    passed: bool | None = None
+    confidence: float | None = None
+    good_requests: int = 0
+    goodput_rps: float | None = None
+    goodput_fraction: float | None = None
+
+
 def parse_slos(text: str | None) -> tuple[Objective, ...]:
     """Parse an SLO string; an empty or ``None`` string means no objectives."""
     if text is None or not text.strip():

@@ -20,9 +20,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loadtest.analysis.per_model import ModelFigures
+from loadtest.analysis.per_tenant import ClassFigures, TenantFigures
 from loadtest.analysis.records import ErrorKind
 from loadtest.analysis.server_metrics import ServerSample
-from loadtest.analysis.slo import ObjectiveResult
+from loadtest.analysis.slo import SLOReport
 from loadtest.analysis.stats import Distribution
 from loadtest.config import LoadTestConfig
 from loadtest.errors import SummaryError
@@ -117,19 +118,6 @@ class Tokens(_Model):
     output_len: Distribution
     output_len_mismatches: int
     prompt_len_mismatches: int
-
-
-class SLOReport(_Model):
-    """Verdicts; ``passed`` and the goodput figures are ``None`` when no objective was set.
-    Goodput counts the successful measured requests meeting every per-request objective.
-    ``confidence``: how sure ``passed`` is (see :func:`loadtest.analysis.slo.verdict_confidence`)."""
-
-    objectives: tuple[ObjectiveResult, ...] = ()
-    passed: bool | None = None
-    confidence: float | None = None
-    good_requests: int = 0
-    goodput_rps: float | None = None
-    goodput_fraction: float | None = None
 
 
 class Arrivals(_Model):
@@ -309,6 +297,8 @@ class StageSummary(_Model):
     sessions: SessionReport | None = None
     gpu: GpuStage | None = None
     models: tuple[ModelFigures, ...] = Field((), description="per model, when the requests named several")
+    tenants: tuple[TenantFigures, ...] = Field((), description="per tenant, when the run had tenants")
+    classes: tuple[ClassFigures, ...] = Field((), description="per priority class, when tenants asked for one")
     validity: Validity = Validity()
     passed: bool | None = None
     verdict_reason: str = ""

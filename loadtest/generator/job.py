@@ -25,6 +25,8 @@ class GeneratorJob(BaseModel):
 
     The generator reads the workload plan from ``plan_path``, appends one JSON line per
     request to ``records_path`` and one status line per second to ``status_path``.
+    ``api_key`` and ``tenant_keys`` (tenant name -> its key) are the keys it sends: a
+    results folder keeps the job :meth:`redacted`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,6 +37,11 @@ class GeneratorJob(BaseModel):
     records_path: Path
     status_path: Path
     api_key: str | None = None
+    tenant_keys: dict[str, str] = {}
+
+    def redacted(self) -> GeneratorJob:
+        """The job without its keys (as a results folder keeps it)."""
+        return self.model_copy(update={"api_key": None, "tenant_keys": {}})
 
 
 class WorkerStatus(BaseModel):

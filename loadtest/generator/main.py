@@ -61,7 +61,8 @@ def run_job(job: GeneratorJob, realtime: bool | None = None) -> str:
         **run_options(config, stage),
     )
     cls = user_class(run_context=run, target=config.target, bodies=FirstBodies(plan, config.target),
-                     addresses=resolve(config.target.url), api_key=job.api_key, host=config.target.url)  # fmt: skip
+                     addresses=resolve(config.target.url), api_key=job.api_key, tenant_keys=job.tenant_keys,
+                     host=config.target.url)  # fmt: skip
     # A fast spawn happens before the stage clock's zero, so no arrival waits for the users
     # to be created (hundreds of them take tens of milliseconds); a ramp starts at the zero.
     margin = START_MARGIN_S if spawn_rate >= FAST_SPAWN_RATE else 0.0

@@ -25,6 +25,7 @@ from loadtest.generator.bodies import FirstBodies, encode
 from loadtest.generator.context import RunContext
 from loadtest.generator.exchange import Addresses, Exchange, perform, pin
 from loadtest.workloads.base import Session, Turn
+from loadtest.workloads.tenant_mix import tenant_headers
 
 PARKED_S = 3600.0  # a user with nothing more to send waits this long at a time (the stage's end kills it)
 
@@ -55,6 +56,7 @@ class OpenAIUser(User):
     bodies: ClassVar[FirstBodies | None] = None  # sessions' first bodies, encoded before the stage
     addresses: ClassVar[Addresses | None] = None  # the target's, resolved before the stage
     api_key: ClassVar[str | None] = None
+    tenant_keys: ClassVar[dict[str, str]] = {}  # tenant name -> its key (sessions name their tenant)
     ui_metrics: ClassVar[bool] = False
 
     def on_start(self) -> None:
@@ -66,6 +68,7 @@ class OpenAIUser(User):
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         self._headers = headers
+        self._tenant_headers: dict[tuple[str, str | None], dict[str, str]] = {}
         base = urlsplit(self.target.url)
         self._path_prefix = base.path.rstrip("/")
 
@@ -182,7 +185,7 @@ class OpenAIUser(User):
                 client,
                 path=self._path_prefix + self.target.endpoint.path,
                 body=payload,
-                headers=self._headers,
+                headers=self._headers_of(sent.session),
                 stream=self.target.stream,
                 timeout_s=self.target.request_timeout_s,
                 clock=run.clock,
@@ -202,6 +205,17 @@ class OpenAIUser(User):
         record = self._record(request_id, sent, exchange, start, start_unix, branch, cancel_after)
         self._report(exchange, record)
         return exchange
+
+    def _headers_of(self, session: Session) -> dict[str, str]:
+        """The headers of a session's requests: its tenant's key and class, if it has one."""
+        if session.tenant is None:
+            return self._headers
+        which = (session.tenant, session.priority_class)
+        headers = self._tenant_headers.get(which)
+        if headers is None:
+            own = tenant_headers(self.tenant_keys[session.tenant], session.priority_class)
+            headers = self._tenant_headers[which] = {**self._headers, **own}
+        return headers
 
     def _record(
         self,
@@ -245,6 +259,8 @@ class OpenAIUser(User):
             output_text=ex.text if ex.ok and not has_usage else None,
             cancel_after_s=cancel_after,
             model=request_model(self.target, sent.session.extra_body),
+            tenant=sent.session.tenant,
+            priority_class=sent.session.priority_class,
         )
 
     def _report(self, ex: Exchange, record: RequestRecord) -> None:

@@ -139,6 +139,7 @@ class WorkerPart:
         self.cls.bodies = FirstBodies(self.run.plan, config.target)
         self.cls.addresses = resolve(config.target.url)
         self.cls.api_key = job.api_key
+        self.cls.tenant_keys = job.tenant_keys
         self.cls.host = config.target.url
         self.job = job
 

@@ -11,7 +11,8 @@ from loadtest.analysis.summary import StageSummary, Summary
 from loadtest.reports.base import arrivals_text, point_verdict, run_verdict, validity_text
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
 from loadtest.reports.plots import plot_names
-from loadtest.reports.sections import cancel_text, gpu_text, model_lines, session_lines
+from loadtest.reports.groups import model_lines, tenant_lines
+from loadtest.reports.sections import cancel_text, gpu_text, session_lines
 from loadtest.units import format_seconds
 
 
@@ -57,8 +58,9 @@ def stage_section(stage: StageSummary) -> list[str]:
         f"{t.output_len_mismatches}.",
         "",
     ]
-    if models := model_lines(stage):
-        lines += [*models, ""]
+    for groups in (model_lines(stage), tenant_lines(stage)):
+        if groups:
+            lines += [*groups, ""]
     for extra in (cancel_text(stage), gpu_text(stage)):
         if extra is not None:
             lines += [extra, ""]
@@ -116,6 +118,7 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
         f"- target: `{c.target.url}` model `{c.target.model}`, endpoint {c.target.endpoint.value}, "
         f"{'streamed' if c.target.stream else 'not streamed'}, exact output lengths: {c.target.exact_output}",
         *([f"- model mix: `{c.model_mix.describe()}`"] if c.model_mix is not None else []),
+        *([f"- tenants: `{c.tenants.describe()}`"] if c.tenants is not None else []),
         f"- profile: `{c.profile.model_dump_json(exclude_defaults=False)}`",
         f"- workload: `{c.workload.model_dump_json()}`",
         f"- duration: {c.duration_s or '-'} s, max requests: {c.max_requests or '-'}, warm-up {c.warmup_s:g} s, "

@@ -1,4 +1,4 @@
-"""The report sections of sessions, agent steps, models, cancellation and GPU energy,
+"""The report sections of sessions, agent steps, cancellation and GPU energy,
 shared by ``report.md`` and the HTML report (pure: a stage in, Markdown lines out)."""
 
 from __future__ import annotations
@@ -44,25 +44,6 @@ def session_lines(stage: StageSummary) -> list[str]:
             f"{_s(f.step_time.p95)} s; straggler gap (last branch's end - first's) p50 {_s(f.straggler.p50)} s, "
             f"p95 {_s(f.straggler.p95)} s.",
         ]
-    return lines
-
-
-def model_lines(stage: StageSummary) -> list[str]:
-    """The "Per model" table (empty unless the requests named more than one model)."""
-    if len(stage.models) < 2:
-        return []
-    lines = [
-        f"Per model: {len(stage.models)} models; share of the measured requests, failures, latency of "
-        "the successful ones, output tokens streamed per second of the measured window.",
-        "",
-        "| model | requests | share | errors | TTFT p50 (ms) | TTFT p95 (ms) | TPOT p50 (ms) | E2E p95 (ms) "
-        "| output tok/s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for m in stage.models:
-        tokens = "-" if m.output_tokens_per_s is None else f"{m.output_tokens_per_s:.1f}"
-        lines.append(f"| `{m.model}` | {m.requests} | {m.share:.1%} | {m.errors} | {_ms(m.ttft.p50)} | "
-                     f"{_ms(m.ttft.p95)} | {_ms(m.tpot.p50)} | {_ms(m.e2e.p95)} | {tokens} |")  # fmt: skip
     return lines
 
 

@@ -10,6 +10,7 @@ from rich.text import Text
 from loadtest.analysis.summary import StageSummary, Summary
 from loadtest.reports.base import arrivals_text, point_verdict, run_verdict, validity_text
 from loadtest.reports.figures import LATENCIES, LATENCY_STATS, THROUGHPUT_FIGURES
+from loadtest.reports.groups import console_rows
 from loadtest.reports.sections import cancel_text, gpu_text, turn_label
 from loadtest.units import format_seconds
 
@@ -42,9 +43,8 @@ def facts(stage: StageSummary) -> Table:
         grid.add_row("cancelled", cancels.replace("**", ""))
     if (energy := gpu_text(stage)) is not None:
         grid.add_row("GPU", energy)
-    if len(stage.models) > 1:
-        grid.add_row("models", "  ".join(f"{m.model} {m.share:.0%} TTFT p95 {_ms(m.ttft.p95)} ms"
-                                         for m in stage.models))  # fmt: skip
+    for label, text in console_rows(stage):
+        grid.add_row(label, text)
     if (s := stage.sessions) is not None:
         turns = "  ".join(f"{turn_label(t.turn, t.pooled)}: {_ms(t.ttft.p50)}" for t in s.by_turn)
         grid.add_row("sessions", f"{s.sessions}, time p50 {format_seconds(s.duration.p50)}; TTFT p50 (ms) by turn {turns}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -38,11 +39,13 @@ from loadtest.reports import write_reports
 from loadtest.run.advisories import collect_warnings
 from loadtest.run.progress import SATURATION_PERCENT, ProgressView, StageProgress
 from loadtest.run.gpu_scraper import GpuScraper
+from loadtest.run.logs import keep_logs
 from loadtest.run.scraper import MetricsScraper
 from loadtest.run.tokencount import fill_token_counts
 from loadtest.units import format_seconds
 from loadtest.workloads.base import WorkloadContext, WorkloadPlan
 from loadtest.workloads.model_mix import assign_models, check_named_models
+from loadtest.workloads.tenant_mix import assign_tenants
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 
 STARTUP_GRACE_S = 60.0
@@ -76,6 +79,7 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
     """Run every stage of ``config`` against its target and return the summary (also
     written to ``options.out_dir`` with the reports, when given)."""
     console = options.console or Console(stderr=True)
+    keys = config.tenants.keys(os.environ) if config.tenants is not None else {}
     listed = check_target(config)
     shares = config.model_mix.shares(listed, config.target.url) if config.model_mix is not None else None
     work = Path(tempfile.mkdtemp(prefix="loadtest-"))
@@ -99,7 +103,7 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
         with ProgressView(console, options.progress) as view:
             while (plan := config.profile.next_stage(history)) is not None:
                 result = _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options,
-                                    shares, listed)
+                                    shares, listed, keys)
                 results.append(result)
                 s = result.summary
                 history.append(
@@ -115,7 +119,7 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
         if options.out_dir is not None:
             records = [r for result in results for r in result.records]
             write_reports(summary, records, options.out_dir, options.reports)
-            _keep_logs(work, options.out_dir)
+            keep_logs(work, options.out_dir)
         return summary
     finally:
         for probe in (scraper, gpu):
@@ -170,7 +174,7 @@ def check_replay(config: LoadTestConfig, plan: StagePlan) -> None:
 
 
 def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, options, shares,
-               listed) -> StageResult:
+               listed, keys) -> StageResult:
     check_replay(config, plan)
     folder = work / f"stage-{plan.index:02d}"
     folder.mkdir(parents=True)
@@ -180,6 +184,7 @@ def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, optio
     )
     workload_plan: WorkloadPlan = assign_models(config.workload.build(pool_size(config, plan, per_session), ctx),
                                                 shares, ctx.seed)  # fmt: skip
+    workload_plan = assign_tenants(workload_plan, config.tenants, ctx.seed)
     check_named_models(workload_plan, listed, config.target.url)
     job = GeneratorJob(
         config=config,
@@ -188,6 +193,7 @@ def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, optio
         records_path=folder / "records.jsonl",
         status_path=folder / "status.jsonl",
         api_key=config.target.api_key,
+        tenant_keys=keys,
     )
     job.plan_path.write_text(workload_plan.model_dump_json(), encoding="utf-8")
     job_path = folder / "job.json"
@@ -275,6 +281,7 @@ def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, optio
         max_requests=config.max_requests,
         gpu_samples=gpu.samples if gpu is not None else (),
         gpu_source=",".join(gpu.sources) if gpu is not None else "",
+        tenant_objectives=config.tenants.objectives() if config.tenants is not None else None,
     )
     if in_flight_after is not None:
         server = summary.server.model_copy(update={"in_flight_after": in_flight_after, "settled": in_flight_after == 0,
@@ -373,15 +380,6 @@ def summarise_run(config: LoadTestConfig, results: Sequence[StageResult], scrape
         passed=passed,
         simulated=simulated,
     )
-
-
-def _keep_logs(work: Path, out_dir: Path) -> None:
-    target = out_dir / "generator"
-    target.mkdir(parents=True, exist_ok=True)
-    for folder in sorted(work.glob("stage-*")):
-        for source in (folder / "generator.log", folder / "status.jsonl", folder / "job.json", *folder.glob("worker-*.log")):
-            if source.exists():
-                shutil.copy(source, target / f"{folder.name}.{source.name}")
 
 
 def _one_line(s: StageSummary) -> str:

@@ -59,7 +59,8 @@ class Turn(BaseModel):
 
 class Session(BaseModel):
     """A conversation: turns sent in order, each after the previous answer arrived.
-    ``extra_body``: fields added to each of its request bodies (a JSONL line's own)."""
+    ``extra_body``: fields added to each of its request bodies (a JSONL line's own);
+    ``tenant``: who sends it (:mod:`loadtest.workloads.tenant_mix`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -69,6 +70,8 @@ class Session(BaseModel):
     think_time_s: float = Field(0.0, ge=0.0)
     turn_offset: int = Field(0, ge=0, description="the first turn's number (a replayed trace's later turns)")
     extra_body: dict[str, JsonValue] | None = Field(None, description="request fields sent with every turn")
+    tenant: str | None = Field(None, description="the tenant sending it (--tenant), by name")
+    priority_class: str | None = Field(None, description="the class its requests ask for (its tenant's)")
 
 
 class WorkloadPlan(BaseModel):

@@ -97,7 +97,7 @@ def _parse(spec: str) -> ModelMix:
         n = parts[1] if len(parts) == 2 else None
         if n is not None and not (n.isdigit() and int(n) >= 1):
             raise ValueError(f"N must be a whole number >= 1, got {n!r}")
-        return ModelMix(zipf_s=_positive(parts[0], "the Zipf exponent S"), zipf_n=None if n is None else int(n))
+        return ModelMix(zipf_s=positive(parts[0], "the Zipf exponent S"), zipf_n=None if n is None else int(n))
     weights: dict[str, float] = {}
     for item in spec.split(","):
         name, sep, weight = (part.strip() for part in item.partition("="))
@@ -107,11 +107,12 @@ def _parse(spec: str) -> ModelMix:
             raise ValueError(f"{item.strip()!r} is not MODEL=WEIGHT")
         if name in weights:
             raise ValueError(f"{name!r} is given twice")
-        weights[name] = _positive(weight, f"the weight of {name!r}")
+        weights[name] = positive(weight, f"the weight of {name!r}")
     return ModelMix(weights=weights)
 
 
-def _positive(text: str, what: str) -> float:
+def positive(text: str, what: str) -> float:
+    """``text`` as a finite number > 0; :class:`ValueError` naming ``what`` otherwise."""
     try:
         value = float(text)
     except ValueError:
@@ -132,6 +133,14 @@ def quotas(weights: Sequence[float], n: int) -> list[int]:
     return counts
 
 
+def shuffled_quotas(shares: dict[str, float], n: int, seed: str) -> list[str]:
+    """``n`` names of ``shares``, each exactly its share (:func:`quotas`), in an order
+    shuffled with ``seed`` (a string: the same order in every process)."""
+    names = [name for name, count in zip(shares, quotas(list(shares.values()), n)) for _ in range(count)]
+    random.Random(seed).shuffle(names)
+    return names
+
+
 def session_models(named: Sequence[str | None], shares: dict[str, float] | None, seed: int) -> list[str | None]:
     """Each session's model: its own (``named``) when it names one, else one of ``shares``
     (exactly those shares of the others, in an order shuffled with ``seed``); ``None``
@@ -140,9 +149,7 @@ def session_models(named: Sequence[str | None], shares: dict[str, float] | None,
     if not shares:
         return models
     free = [i for i, name in enumerate(models) if name is None]
-    names = [name for name, count in zip(shares, quotas(list(shares.values()), len(free))) for _ in range(count)]
-    random.Random(f"model-mix:{seed}").shuffle(names)  # a str seed: the same in every process
-    for i, name in zip(free, names):
+    for i, name in zip(free, shuffled_quotas(shares, len(free), f"model-mix:{seed}")):
         models[i] = name
     return models
 

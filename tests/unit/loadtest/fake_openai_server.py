@@ -7,7 +7,8 @@ error event after two chunks), ``#close`` (connection dropped mid-stream), ``#sl
 (sleeps 30 s before answering), ``#nousage`` (no usage chunk). ``/metrics`` exports
 vLLM-named counters of what it generated. ``/v1/models`` lists :data:`MODELS` as serveout
 does (a base, then its LoRA adapters with ``parent``); requests are counted by the model
-they name (``state.models``) and answers echo it.
+they name (``state.models``) and answers echo it; and by their ``Authorization`` and
+``X-Serveout-Priority-Class`` headers (``state.callers``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class FakeState:
         self.running = 0
         self.requests = 0
         self.models: Counter[str] = Counter()
+        self.callers: Counter[tuple[str | None, str | None]] = Counter()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -93,6 +95,7 @@ class Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.requests += 1
             state.models[str(body.get("model"))] += 1
+            state.callers[(self.headers.get("Authorization"), self.headers.get("X-Serveout-Priority-Class"))] += 1
         model = body.get("model")
         if text.startswith("#429"):
             return self._send_json(429, {"error": {"message": "overloaded", "type": "overloaded"}}, {"Retry-After": "1"})

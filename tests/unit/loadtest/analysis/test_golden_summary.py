@@ -34,7 +34,7 @@ def test_the_summary_of_a_real_run_is_the_one_frozen_before_the_rewrite():
     assert frozen["requests"]["errors"] == {"http_5xx": 1, "timeout": 1}  # the fixture covers the error paths
     now = json.loads(stage.model_dump_json())
     # Fields added since (issue 24), at their neutral values for a run without them:
-    added = {("requests", "cancelled"): 0, ("requests", "cancel_planned"): 0, ("sessions",): None, ("gpu",): None, ("models",): [],
+    added = {("requests", "cancelled"): 0, ("requests", "cancel_planned"): 0, ("sessions",): None, ("gpu",): None, ("models",): [], ("tenants",): [], ("classes",): [],
              ("server", "in_flight_after"): None, ("server", "settled_after_s"): None, ("server", "settled"): None,
              ("generator", "cpu_wait_s"): None, ("generator", "cpu_wait_at_lag_max_s"): None,
              ("generator", "realtime"): None}
