@@ -80,7 +80,10 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
     written to ``options.out_dir`` with the reports, when given)."""
     console = options.console or Console(stderr=True)
     keys = config.tenants.keys(os.environ) if config.tenants is not None else {}
-    listed = check_target(config)
+    # /v1/models and /metrics: the run's --api-key, else the first tenant's (a gateway
+    # with keys answers them only with one)
+    control_key = config.target.api_key or next(iter(keys.values()), None)
+    listed = check_target(config, control_key)
     shares = config.model_mix.shares(listed, config.target.url) if config.model_mix is not None else None
     work = Path(tempfile.mkdtemp(prefix="loadtest-"))
     started = time.time()
@@ -88,7 +91,7 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
     if (url := config.target.resolved_metrics_url) is not None:
         scraper = MetricsScraper(
             url, model=frozenset({config.target.model, *(shares or ())}), interval_s=config.target.scrape_interval_s,
-            t0_unix=started, api_key=config.target.api_key,
+            t0_unix=started, api_key=control_key,
         )
         scraper.scrape_now()
         scraper.start()
@@ -128,11 +131,11 @@ def run_load_test(config: LoadTestConfig, options: RunOptions = RunOptions()) ->
         shutil.rmtree(work, ignore_errors=True)
 
 
-def check_target(config: LoadTestConfig) -> list[str] | None:
+def check_target(config: LoadTestConfig, api_key: str | None = None) -> list[str] | None:
     """Fail early when the target is unreachable or does not serve the model; the models
-    it lists (``None`` when it lists none)."""
+    it lists (``None`` when it lists none). ``api_key``: sent as a bearer token."""
     url = f"{config.target.url}/v1/models"
-    headers = {"Authorization": f"Bearer {config.target.api_key}"} if config.target.api_key else {}
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         response = httpx.get(url, timeout=config.target.connect_timeout_s, headers=headers)
     except httpx.HTTPError as exc:

@@ -34,6 +34,7 @@ class FakeState:
         self.requests = 0
         self.models: Counter[str] = Counter()
         self.callers: Counter[tuple[str | None, str | None]] = Counter()
+        self.get_auth: Counter[tuple[str, str | None]] = Counter()  # (path, Authorization) of GETs
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -55,6 +56,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         state = self.server.state
+        with state.lock:
+            state.get_auth[(self.path, self.headers.get("Authorization"))] += 1
         if self.path == "/v1/models":
             data = [{"id": m, "object": "model", **({"parent": BASE} if m != BASE else {})} for m in MODELS]
             self._send_json(200, {"object": "list", "data": data})

@@ -61,3 +61,13 @@ def test_each_request_carries_its_tenant_s_key_and_class(tmp_path, server, monke
     for path in (p for p in out.rglob("*") if p.is_file()):
         text = path.read_bytes()
         assert CHAT_KEY.encode() not in text and BULK_KEY.encode() not in text, path
+
+
+def test_without_an_api_key_the_model_check_and_metrics_use_the_first_tenant_s_key(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("FAKE_CHAT_KEY", CHAT_KEY)
+    cfg = config(server, tmp_path, 1)
+    cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"scrape_metrics": True})})
+    run_load_test(cfg, RunOptions(out_dir=tmp_path / "out"))
+    assert server.state.get_auth[("/v1/models", f"Bearer {CHAT_KEY}")] >= 1  # a gateway with keys answers it
+    assert server.state.get_auth[("/metrics", f"Bearer {CHAT_KEY}")] >= 1
+    assert not [k for k in server.state.get_auth if k[1] is None]
