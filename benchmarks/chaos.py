@@ -393,6 +393,8 @@ def main() -> None:
             args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "args": vars(args) | {"out": str(
                 args.out)}, "faults": [asdict(r) for r in reports]}, indent=2))
             console.print(table(reports, args.nodes))
+            if reports[-1].head_back_s is not None:
+                console.print(f"head: its GCS answered again {reports[-1].head_back_s:.1f} s after the kill")
     if "node" in faults:  # what a replaced node's rejoin is compared with: one bare engine's start
         started, bare_s = time.monotonic(), None
         try:
