@@ -58,6 +58,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.common.arguments import choice_list
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.metrics import samples
 from benchmarks.common.model import MODEL, stack_config
@@ -363,9 +364,7 @@ def main() -> None:
                         "the byte path, without the real engine's start; the engine-core fault needs the real one)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "chaos.json")
     args = parser.parse_args()
-    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
-    if not faults or set(faults) - set(FAULTS):
-        parser.error(f"--faults takes some of {', '.join(FAULTS)}")
+    faults = choice_list(parser, "--faults", args.faults, FAULTS)
     if args.null_engine and "engine-core" in faults:
         parser.error("the engine-core fault needs the real engine")
     if {"node", "head"} & set(faults) and args.nodes < 3:

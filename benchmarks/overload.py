@@ -43,6 +43,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.common.arguments import choice_list
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.model import MODEL, stack_config
 from loadtest.analysis.stats import percentile
@@ -363,9 +364,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "overload.json")
     args = parser.parse_args()
-    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
-    if not phases or set(phases) - {"burst", "keys"}:
-        parser.error("--phases takes burst, keys or burst,keys")
+    phases = choice_list(parser, "--phases", args.phases, ("burst", "keys"))
     numbers = ("replicas", "burst", "bursts", "max_tokens", "keys_max_in_flight", "heavy", "light")
     if min(getattr(args, n) for n in numbers) < 1 or args.duration <= 0:
         parser.error(f"--{', --'.join(n.replace('_', '-') for n in numbers)} must be >= 1 and "

@@ -40,6 +40,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.common.arguments import choice_list
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.model import MODEL, stack_config
 from benchmarks.common.streaming_client import PROMPT, chat_body, stream_one
@@ -187,9 +188,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "priority_flood.json")
     args = parser.parse_args()
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if not variants or set(variants) - set(VARIANTS):
-        parser.error(f"--variants takes some of {', '.join(VARIANTS)}")
+    variants = choice_list(parser, "--variants", args.variants, VARIANTS)
     loopback_if_root("benchmarks.priority_flood")
     results: dict = {}
     args.out.parent.mkdir(parents=True, exist_ok=True)
