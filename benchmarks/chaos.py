@@ -1,7 +1,9 @@
 """Faults under load on the real stack: what clients see, per fault.
 
 Deploys the default model on 2 engine replicas (the direct mode: HAProxy, two routers,
-the engine replicas serving HTTP themselves), then for each fault, one after the other:
+the engine replicas serving HTTP themselves; ``--gateway-mode separate``: gateway
+replicas on the byte path between HAProxy and the engines), then for each fault, one
+after the other:
 
 1. waits for 2 ready replicas;
 2. starts ``--whole`` non-streamed and ``--streams`` streamed chat requests at once
@@ -31,13 +33,17 @@ serving again). With ``--nodes N`` every fault runs on a cluster of N real Ray n
 clients use the head's ingress (but for the head fault).
 
 Per fault it prints: requests sent, answered 200, 429, other 4xx, 5xx, hung; streams
-completed, ended with an error event, cut (the connection closed before ``[DONE]``),
-resumed (serveout resumes none yet: always 0); the time to recover. Figures are
-written to ``results/chaos.json``, never asserted. As root it re-runs itself in a
-loopback-only network namespace.
+completed, ended with an error event, cut (the connection closed before ``[DONE]``);
+resumed (streams on the faulted replica that completed anyway: the gateway went on
+with them on the other replica, :mod:`serving.gateway.resume`) and of those, how many
+are the greedy answer exactly (the same request's answer taken before the faults:
+no token lost or repeated); the time to recover. Figures are written to
+``results/chaos.json``, never asserted. As root it re-runs itself in a loopback-only
+network namespace.
 
     .venv/bin/python -m benchmarks.chaos [--faults engine-core,replica,hung-replica,router]
     .venv/bin/python -m benchmarks.chaos --nodes 3 --faults node
+    .venv/bin/python -m benchmarks.chaos --gateway-mode separate --faults engine-core,replica
 """
 
 from __future__ import annotations
@@ -71,11 +77,20 @@ from serving.engine.process_guard import descendants
 
 REPO = Path(__file__).resolve().parents[1]
 FAULTS = ("engine-core", "replica", "hung-replica", "router", "node", "head")
+KILLS_THE_REPLICA = ("engine-core", "replica", "node")  # its streams end unless resumed
 HUNG = 0  # the status of a request with no answer within --timeout
 CUT = -1  # the status of a request whose connection closed without an answer
 console = Console() if sys.stdout.isatty() else Console(width=160)
 NODE_KEEPER = ThreadPoolExecutor(1, thread_name_prefix="node-keeper")
 """The thread that restarts the head: it lives as long as this process."""
+
+
+@dataclass
+class StreamEnd:
+    status: int
+    ended: str  # completed, error_event, cut, hung or refused
+    replica: str = ""  # the engine replica that started it (x-serveout-replica)
+    text: str = ""  # the answer's text as received
 
 
 @dataclass
@@ -91,7 +106,9 @@ class FaultReport:
     streams_completed: int = 0
     streams_error_event: int = 0
     streams_cut: int = 0
-    streams_resumed: int = 0  # not implemented: a cut stream is not resumed
+    streams_resumed: int = 0  # streams of the faulted replica that completed on the other
+    streams_resumed_exact: int = 0  # of those, the greedy answer token for token
+    streams_exact: int = 0  # every completed stream that is the greedy answer (the control)
     recover_s: float | None = None
     rejoin_s: float | None = None  # node fault: from the node's restart to 2 ready replicas
     head_back_s: float | None = None  # head fault: from the fault to the restarted head's GCS answering
@@ -116,6 +133,19 @@ class FaultReport:
         elif status == CUT:
             self.cut_whole += 1
 
+    def count_stream(self, end: StreamEnd, *, killed: str | None, reference: str) -> None:
+        """Tally one stream; ``killed``: the replica the fault took down (its streams that
+        completed were resumed elsewhere); ``reference``: the greedy answer."""
+        self.count(end.status)
+        completed = end.ended == "completed"
+        self.streams_completed += completed
+        self.streams_error_event += end.ended == "error_event"
+        self.streams_cut += end.ended == "cut"
+        self.streams_exact += completed and end.text == reference
+        if completed and killed is not None and end.replica == killed:
+            self.streams_resumed += 1
+            self.streams_resumed_exact += end.text == reference
+
 
 def body(stream: bool, max_tokens: int) -> dict:
     data = {"model": MODEL, "messages": [{"role": "user", "content": "Count slowly to one hundred."}],
@@ -136,31 +166,46 @@ async def whole(client: httpx.AsyncClient, url: str, max_tokens: int, timeout_s:
 
 
 async def stream(client: httpx.AsyncClient, url: str, max_tokens: int, timeout_s: float,
-                 first: asyncio.Future) -> tuple[int, str]:
-    """(HTTP status, how the stream ended: completed, error_event, cut or hung)."""
-    async def read() -> tuple[int, str]:
+                 first: asyncio.Future) -> StreamEnd:
+    """How one stream ended, where it started, and what it received."""
+    end = StreamEnd(200, "cut")
+
+    async def read() -> StreamEnd:
         async with client.stream("POST", f"{url}/v1/chat/completions", json=body(True, max_tokens)) as response:
             if response.status_code != 200:
-                return response.status_code, "refused"
-            ended = "cut"
+                return StreamEnd(response.status_code, "refused")
+            end.replica = response.headers.get("x-serveout-replica", "")
+            pieces: list[str] = []
             async for line in response.aiter_lines():
                 if line == "data: [DONE]":
-                    return 200, ended if ended == "error_event" else "completed"
+                    end.ended = "error_event" if end.ended == "error_event" else "completed"
+                    break
                 if line.startswith("data: ") and '"error"' in line[:20]:
-                    ended = "error_event"
-                elif line.startswith("data: ") and not first.done():
-                    first.set_result(response.headers.get("x-serveout-replica", ""))
-            return 200, "cut"
+                    end.ended = "error_event"
+                elif line.startswith("data: "):
+                    if not first.done():
+                        first.set_result(end.replica)
+                    choices = json.loads(line[6:]).get("choices") or [{}]
+                    pieces.append(choices[0].get("delta", {}).get("content") or "")
+            end.text = "".join(pieces)
+            return end
     try:
         return await asyncio.wait_for(read(), timeout_s)
     except TimeoutError:
-        return HUNG, "hung"
+        return StreamEnd(HUNG, "hung", end.replica)
     except httpx.TransportError:
-        return 200, "cut"
+        return end
 
 
 def ready_replicas(url: str) -> float:
-    return sum(v for labels, v in samples(url, "serveout_replicas").items() if ("state", "ready") in labels)
+    """Serve's count of ready engine replicas, as the gateway replicas report it (each
+    reports the same count, labelled ``gateway_replica`` when there are several)."""
+    counts: dict[str, float] = {}
+    for labels, value in samples(url, "serveout_replicas").items():
+        if ("state", "ready") in labels:
+            gateway = dict(labels).get("gateway_replica", "")
+            counts[gateway] = counts.get(gateway, 0.0) + value
+    return max(counts.values(), default=0.0)
 
 
 def wait_for(predicate, timeout_s: float, period_s: float = 0.5) -> bool:
@@ -270,7 +315,16 @@ def fault_target(fault: str, replica: str, cluster: LocalCluster, app: str) -> t
     return [pids["replica"]], signal.SIGSTOP if fault == "hung-replica" else signal.SIGKILL
 
 
-async def run_fault(cluster: LocalCluster, app: str, fault: str, args: argparse.Namespace) -> FaultReport:
+async def greedy_answer(url: str, max_tokens: int, timeout_s: float) -> str:
+    """The answer every request of the benchmark should get (temperature 0), before any fault."""
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        response = await client.post(f"{url}/v1/chat/completions", json=body(False, max_tokens))
+        response.raise_for_status()
+        return response.json()["choices"][0]["message"]["content"]
+
+
+async def run_fault(cluster: LocalCluster, app: str, fault: str, args: argparse.Namespace,
+                    reference: str) -> FaultReport:
     url = cluster.ingress_urls[1] if fault == "head" else cluster.url
     report = FaultReport(fault)
     routers = len(router_pids(app))
@@ -297,11 +351,8 @@ async def run_fault(cluster: LocalCluster, app: str, fault: str, args: argparse.
             await asyncio.sleep(0.25)
         for status, text in await asyncio.gather(*tasks):
             report.count(status, text)
-        for status, ended in await asyncio.gather(*streams):
-            report.count(status)
-            report.streams_completed += ended == "completed"
-            report.streams_error_event += ended == "error_event"
-            report.streams_cut += ended == "cut"
+        for end in await asyncio.gather(*streams):
+            report.count_stream(end, killed=replica if fault in KILLS_THE_REPLICA else None, reference=reference)
         if head is not None:
             report.head_back_s = round(await head, 1)
     rejoined = None
@@ -331,16 +382,17 @@ def node_of_pid_index(cluster: LocalCluster, ray_start_pid: int) -> int:
     return next(node.index for node in cluster.nodes.nodes if node.process.pid == ray_start_pid)
 
 
-def table(reports: list[FaultReport], nodes: int = 1) -> Table:
+def table(reports: list[FaultReport], nodes: int = 1, mode: str = "direct") -> Table:
     where = f", {nodes} Ray nodes" if nodes > 1 else ""
-    out = Table(title=f"Faults under load (2 engine replicas{where}, direct mode)")
+    out = Table(title=f"Faults under load (2 engine replicas{where}, {mode} mode)")
     for column in ("fault", "sent", "200", "429", "other 4xx", "5xx", "hung", "whole cut", "streams done",
-                   "error event", "streams cut", "resumed", "recovered (s)"):
+                   "greedy answer", "error event", "streams cut", "resumed", "resumed exact", "recovered (s)"):
         out.add_column(column, justify="left" if column == "fault" else "right")
     for r in reports:
         out.add_row(r.fault, *(str(v) for v in (r.sent, r.ok, r.refused, r.other_4xx, r.server_errors, r.hung,
-                                                 r.cut_whole, r.streams_completed, r.streams_error_event,
-                                                 r.streams_cut, r.streams_resumed)),
+                                                 r.cut_whole, r.streams_completed, r.streams_exact,
+                                                 r.streams_error_event, r.streams_cut, r.streams_resumed,
+                                                 r.streams_resumed_exact)),
                     "not within the timeout" if r.recover_s is None else f"{r.recover_s:.1f}")
     return out
 
@@ -358,6 +410,8 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=300.0,
                         help="the stack's request deadline (gateway.request_timeout_s); HAProxy ends a "
                         "request whose replica sent nothing for this + 30 s")
+    parser.add_argument("--gateway-mode", choices=("direct", "separate"), default="direct",
+                        help="separate: gateway replicas relay the tokens (and resume a stream whose replica died)")
     parser.add_argument("--nodes", type=int, default=1, help="Ray nodes: 1, or 3 (a head and two worker nodes)")
     parser.add_argument("--null-engine", action="store_true",
                         help="replicas of the null engine at 20 tokens/s (the faults of the control plane and "
@@ -374,24 +428,26 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     config = stack_config({"replicas": {"num_replicas": 2, "cpus_per_rank": 1,
                                         "node_resource": SLOT_RESOURCE if args.nodes > 1 else None},
-                           "gateway": {"port": args.port, "request_timeout_s": args.deadline}}
+                           "gateway": {"port": args.port, "request_timeout_s": args.deadline,
+                                       "mode": args.gateway_mode}}
                           | ({"engine_backend": {"kind": "null", "tokens_per_s": 20}} if args.null_engine else {}))
     with LocalCluster(ClusterOptions(http_port=args.port, nodes=args.nodes,
                                      hard_stop_after_s=hard_stop_after(config))) as cluster:
         with console.status("serveout starting") as status:
             cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
+        reference = asyncio.run(greedy_answer(cluster.url, args.max_tokens, args.timeout))
         for fault in faults:
             if not wait_for(lambda: ready_replicas(cluster.url) >= 2, args.recovery_timeout):
                 console.print(f"[red]{fault}: the stack did not have 2 ready replicas; stopping")
                 break
-            if args.nodes > 1 and not wait_for(routers_on_every_node, 120):
+            if args.nodes > 1 and args.gateway_mode == "direct" and not wait_for(routers_on_every_node, 120):
                 # After a head restart Serve may leave the new head without routers of its
                 # own for minutes: its ingress then asks another node's (it still serves).
                 console.print(f"{fault}: not every node's ingress has routers of its own after 120 s; going on")
-            reports.append(asyncio.run(run_fault(cluster, config.app_name, fault, args)))
+            reports.append(asyncio.run(run_fault(cluster, config.app_name, fault, args, reference)))
             args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "args": vars(args) | {"out": str(
                 args.out)}, "faults": [asdict(r) for r in reports]}, indent=2))
-            console.print(table(reports, args.nodes))
+            console.print(table(reports, args.nodes, args.gateway_mode))
             if reports[-1].head_back_s is not None:
                 console.print(f"head: its GCS answered again {reports[-1].head_back_s:.1f} s after the kill")
     if "node" in faults:  # what a replaced node's rejoin is compared with: one bare engine's start

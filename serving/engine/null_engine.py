@@ -8,8 +8,8 @@ catches up instead of drifting). It chunks like vLLM's ``stream_interval``: the 
 token alone, then ``stream_interval`` tokens per chunk, the rest in the last one; and
 like vLLM's output collector, a paced stream whose reader falls behind gets every
 token already due in one chunk (as fast as possible: one chunk per event-loop turn).
-Every choice finishes with ``"length"``: stop strings, EOS and the other sampling
-fields are ignored (there is no model to stop). Usage is honest: prompt tokens are
+Every token has the id ``NULL_TOKEN_ID``. Every choice finishes with ``"length"``:
+stop strings, EOS and the other sampling fields are ignored (there is no model to stop). Usage is honest: prompt tokens are
 the request's token ids, completion tokens what was streamed.
 
 At most ``max_num_seqs`` requests run at once; the rest wait in FIFO order and are
@@ -40,6 +40,7 @@ from serving.engine.protocol import (
 )
 from serving.errors import ReplicaFailedError
 
+NULL_TOKEN_ID = 0  # the id of every token it streams
 FINISH_REASON = "length"
 
 
@@ -181,7 +182,8 @@ class NullEngine:
                 self._generation_tokens += n * size
                 deltas = tuple(
                     GenerationDelta(index=index, text=self._backend.token_text * size, num_tokens=size,
-                                    finish_reason=FINISH_REASON if last else None)
+                                    finish_reason=FINISH_REASON if last else None,
+                                    token_ids=(NULL_TOKEN_ID,) * size)
                     for index in range(n)
                 )
                 yield GenerationChunk(deltas=deltas, replica_id=self._replica_id,

@@ -113,6 +113,7 @@ class GenerationDelta:
     finish_reason: str | None = None
     tool_calls: tuple[ToolCallDelta, ...] = ()
     logprobs: tuple[TokenLogprob, ...] = ()
+    token_ids: tuple[int, ...] = ()  # the generated tokens (what a resumed stream continues from)
 
 
 @dataclass(frozen=True)

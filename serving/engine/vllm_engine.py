@@ -303,7 +303,8 @@ def _delta(output, readers: _Readers | None, top: int | None) -> GenerationDelta
         text, calls, reason = piece.text, piece.tool_calls, piece.finish_reason
     logprobs = token_logprobs(_text_tokens(output), output.logprobs, top) if top is not None else ()
     return GenerationDelta(index=output.index, text=text, num_tokens=len(output.token_ids),
-                           finish_reason=reason, tool_calls=calls, logprobs=logprobs)
+                           finish_reason=reason, tool_calls=calls, logprobs=logprobs,
+                           token_ids=tuple(output.token_ids))
 
 
 def _text_tokens(output) -> Sequence[int]:

@@ -1,5 +1,6 @@
 """One admitted request in flight: its engine stream, its deadline, one retry on another
-replica, and the bookkeeping when it ends (slot, tokens, metrics, one log line)."""
+replica (or, for a stream under way, one resumption: :mod:`serving.gateway.resume`),
+and the bookkeeping when it ends (slot, tokens, metrics, one log line)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from serving.admission.bound import AdmissionTicket
 from serving.admission.key_limits import RequestBudget
 from serving.engine.protocol import GenerationChunk, GenerationRequest
 from serving.errors import DeadlineExceededError, EngineError, ReplicaFailedError, RequestError, ServerDrainingError
+from serving.gateway.resume import SentTokens, continuation, counted_on, why_not_resumable
 from serving.openai.error_mapping import map_error
 from serving.openai.frames import ResponseAssembler, StreamEncoder
 from serving.tenancy.records import RequestRecord
@@ -61,6 +63,7 @@ class InFlight:
         self.last: GenerationChunk | None = None
         self.first_at: float | None = None
         self.retried = False
+        self.resumed = False
         self.closed = False
         # One timer per request (not one per chunk): at the deadline, or when a drain
         # cuts the request, the chunk being awaited is cancelled and the stream ends
@@ -73,13 +76,17 @@ class InFlight:
         service.metrics.class_in_flight.labels(served.name, admitted.ticket.klass).inc()
         service.drain_state.track(self)
 
-    def _stream(self, request: GenerationRequest, avoid_replica: str | None = None):
-        """The engine's chunks of ``request`` (kept too when the audit records content)."""
+    def _stream(self, request: GenerationRequest, avoid_replica: str | None = None, *, resumed_after: int = 0):
+        """The engine's chunks of ``request`` (kept too when the audit records content);
+        ``resumed_after``: it continues this request after that many tokens sent."""
         engine = self.served.engine
         chunks = engine.stream(request, avoid_replica=avoid_replica) if avoid_replica else engine.stream(request)
+        if resumed_after:
+            chunks = counted_on(chunks, len(self.request.prompt_token_ids), resumed_after)
         if self.captured is None:
             return chunks
-        self.captured.clear()
+        if not resumed_after:
+            self.captured.clear()
         return _capturing(chunks, self.captured)
 
     def cut(self, error: ServerDrainingError) -> None:
@@ -152,6 +159,24 @@ class InFlight:
         self.request = dataclasses.replace(self.request, request_id=f"{self.request.request_id}-retry")
         self.chunks = self._stream(self.request, avoid_replica=failure.replica_id)
 
+    async def _resume(self, failure: ReplicaFailedError, sent: SentTokens) -> None:
+        """Go on with a stream under way on another replica, from the tokens it has sent;
+        raise instead if it cannot (:func:`~serving.gateway.resume.why_not_resumable`)
+        or already was."""
+        why = "it had already been resumed once" if self.resumed else why_not_resumable(self.request, sent)
+        if why is not None:
+            log_request(request_id=self.request.trace_id, engine_request_id=self.request.request_id,
+                        not_resumed=why, replica=failure.replica_id)
+            raise ReplicaFailedError(f"{failure.message}; the stream was not resumed: {why}",
+                                     replica_id=failure.replica_id, reason=failure.reason) from failure
+        self.resumed = True
+        self.service.metrics.resumed.labels(self.served.name, failure.reason).inc()
+        log_request(request_id=self.request.trace_id, engine_request_id=self.request.request_id,
+                    resumed=failure.reason, replica=failure.replica_id, tokens_sent=len(sent.token_ids))
+        await self.chunks.aclose()
+        self.chunks = self._stream(continuation(self.request, sent), avoid_replica=failure.replica_id,
+                                   resumed_after=len(sent.token_ids))
+
     async def collect(self, first: GenerationChunk, new_assembler: Callable[[], ResponseAssembler]) -> dict:
         """The whole answer. Nothing is sent before it is complete, so a replica that dies
         at any point costs one retry from the start."""
@@ -172,12 +197,22 @@ class InFlight:
 
     async def sse(self, first: GenerationChunk, encoder: StreamEncoder) -> AsyncIterator[str]:
         error: BaseException | None = None
+        # What was sent, to resume from if the replica dies (not when no other replica can be asked).
+        sent = SentTokens() if self.served.engine.retries_elsewhere else None
         try:
             chunk: GenerationChunk | None = first
             while chunk is not None:
                 for event in encoder.encode(chunk):
                     yield event
-                chunk = await self._next()
+                if sent is not None:
+                    sent.add(chunk)
+                try:
+                    chunk = await self._next()
+                except ReplicaFailedError as exc:
+                    if sent is None:
+                        raise
+                    await self._resume(exc, sent)
+                    chunk = await self._next()
             for event in encoder.finish():
                 yield event
         except Exception as exc:  # after the first byte: report in-band, then end the stream

@@ -12,6 +12,7 @@
 | serveout_in_flight_requests | gauge | model |
 | serveout_rejected_requests_total | counter | model, reason |
 | serveout_retries_total | counter | model, reason (engine_dead / actor_died) |
+| serveout_streams_resumed_total | counter | model, reason (engine_dead / actor_died) |
 | serveout_replicas | gauge | model, state (ready / starting / desired) |
 | serveout_key_requests_total | counter | key, status |
 | serveout_key_tokens_total | counter | key, kind (prompt / generation) |
@@ -87,6 +88,9 @@ class GatewayMetrics:
             ["model", "reason"], registry=registry)
         self.retries = Counter(
             "serveout_retries", "Requests retried on another replica after theirs died, by cause.",
+            ["model", "reason"], registry=registry)
+        self.resumed = Counter(
+            "serveout_streams_resumed", "Streams resumed on another replica after theirs died mid-answer, by cause.",
             ["model", "reason"], registry=registry)
         self.replicas = Gauge(
             REPLICAS_FAMILY, "Engine replicas by state.", ["model", "state"], registry=registry)

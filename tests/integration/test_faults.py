@@ -5,9 +5,10 @@ EngineCore process, then of one replica actor's process.
 Checked: no request hangs (every one is bounded); every whole answer is a 200 (one whose
 replica had sent nothing goes to the other replica: through the engine deployment's
 handle when the EngineCore died, resent by HAProxy when the replica's process died);
-with the EngineCore dead every stream either completes with all its tokens or ends with
-``finish_reason: "error"`` and an error event; with the replica's own process dead, the
-streams it held are cut visibly (a closed connection, never an answer that looks
+with the EngineCore dead every stream completes with all its tokens (the replica's
+process lives on: it resumes its streams under way on the other replica, from the
+tokens already sent); with the replica's own process dead, the streams it held are cut
+visibly (a closed connection, never an answer that looks
 complete); the dead replica's EngineCore does not outlive it. Either way a request sent
 0.5 s after the fault is a 200 or, while the survivor holds its admission share, a 429
 with Retry-After (or HAProxy's own 502/503, an OpenAI error body); every request sent
@@ -50,6 +51,10 @@ def retries(url: str) -> float:
     return sum(by_label(url, "serveout_retries_total", "reason").values())
 
 
+def resumed(url: str) -> float:
+    return sum(by_label(url, "serveout_streams_resumed_total", "reason").values())
+
+
 def request_body(stream: bool) -> dict:
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Count slowly to one hundred."}],
             "max_tokens": MAX_TOKENS, "ignore_eos": True, "temperature": 0}
@@ -61,6 +66,8 @@ def request_body(stream: bool) -> dict:
 @dataclass
 class StreamOutcome:
     status: int
+    replica: str = ""  # the replica it started on (x-serveout-replica)
+    text: str = ""
     finish_reason: str | None = None
     completion_tokens: int | None = None  # from the usage event (only when it completed)
     error: dict | None = None
@@ -96,11 +103,13 @@ async def whole_request(client: httpx.AsyncClient, url: str) -> int:
 
 
 async def streamed_request(client: httpx.AsyncClient, url: str, started: "FirstToken") -> StreamOutcome:
+    outcome = StreamOutcome(0)
     try:
-        return await _stream(client, url, started)
+        await _stream(client, url, started, outcome)
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
         print(f"stream cut: {exc!r}")
-        return StreamOutcome(200, broken=True)
+        outcome.broken = True
+    return outcome
 
 
 @dataclass
@@ -116,12 +125,13 @@ class FirstToken:
             self.event.set()
 
 
-async def _stream(client: httpx.AsyncClient, url: str, started: FirstToken) -> StreamOutcome:
+async def _stream(client: httpx.AsyncClient, url: str, started: FirstToken, outcome: StreamOutcome) -> None:
+    """Read one stream into ``outcome`` (what it got stays there if the connection breaks)."""
     async with client.stream("POST", f"{url}/v1/chat/completions", json=request_body(stream=True)) as response:
-        replica = response.headers.get("x-serveout-replica", "")
-        outcome = StreamOutcome(response.status_code)
+        replica = outcome.replica = response.headers.get("x-serveout-replica", "")
+        outcome.status = response.status_code
         if response.status_code != 200:
-            return outcome
+            return
         async for line in response.aiter_lines():
             if not line.startswith("data: "):
                 continue
@@ -136,10 +146,10 @@ async def _stream(client: httpx.AsyncClient, url: str, started: FirstToken) -> S
             for choice in event.get("choices", []):
                 if choice["delta"].get("content"):
                     started.set(replica)
+                    outcome.text += choice["delta"]["content"]
                 outcome.finish_reason = choice.get("finish_reason") or outcome.finish_reason
             if event.get("usage"):
                 outcome.completion_tokens = event["usage"]["completion_tokens"]
-        return outcome
 
 
 async def load_with_fault(url: str, kill) -> tuple[LoadOutcome, list[int]]:
@@ -162,8 +172,8 @@ async def load_with_fault(url: str, kill) -> tuple[LoadOutcome, list[int]]:
     return LoadOutcome(list(results[:WHOLE]), list(results[WHOLE:]), list(during)), list(later)
 
 
-def check_and_report(url: str, outcome: LoadOutcome, later: list[int], killed_at: float, retries_before: float,
-                     what: str, *, replica_survives: bool) -> None:
+def check_and_report(url: str, outcome: LoadOutcome, later: list[int], killed_at: float, killed: str,
+                     before: tuple[float, float], reference: str, what: str, *, replica_survives: bool) -> None:
     # A whole answer is sent in one piece at its end: one whose replica died before (its
     # engine, or its whole process: HAProxy sees an empty response) goes to the other one.
     assert outcome.whole == [200] * WHOLE, f"whole answers after {what}: {outcome.whole}"
@@ -181,14 +191,20 @@ def check_and_report(url: str, outcome: LoadOutcome, later: list[int], killed_at
             assert not replica_survives, stream
             continue
         assert stream.status == 200 and stream.done, stream
-        if stream.finish_reason == "error":
-            assert stream.error is not None, stream  # says why, in-band
+        if stream.finish_reason == "error":  # says why, in-band; not when the replica lives to resume it
+            assert stream.error is not None and not replica_survives, stream
         else:  # completed: every token it was asked for, not silently cut short
             assert stream.finish_reason == "length" and stream.completion_tokens == MAX_TOKENS, stream
-    retried = retries(url) - retries_before
-    felt = retried + sum(s.finish_reason == "error" or s.broken for s in outcome.streams) \
-        + outcome.whole.count(CUT)
-    assert felt >= 1, f"the stream under way on the killed replica did not notice {what}"
+    # (Read for the report: the dead replica's own counts may leave /metrics with it.)
+    retried, resumed_streams = retries(url) - before[0], resumed(url) - before[1]
+    on_killed = [s for s in outcome.streams if s.replica == killed]
+    assert on_killed, "the stream that set off the fault was on the killed replica"
+    if replica_survives:  # its streams went on on the other replica: every token once, in order
+        assert all(s.finish_reason == "length" for s in on_killed), on_killed
+    else:  # they died with its process: cut, visibly
+        assert all(s.broken for s in on_killed), on_killed
+    for stream in outcome.streams:  # greedy: resumed or not, the answer the model gives
+        assert stream.broken or stream.finish_reason == "error" or stream.text == reference, (stream, reference)
     # Serve first marks the dead replica (ready < 2; skipped if it already did), then
     # a new one becomes ready.
     noticed = wait_until(lambda: ready_replicas(url) < 2, timeout_s=NOTICE_TIMEOUT_S, period_s=0.5)
@@ -198,7 +214,8 @@ def check_and_report(url: str, outcome: LoadOutcome, later: list[int], killed_at
     recovery_s = time.monotonic() - killed_at
     errors = sum(s.finish_reason == "error" for s in outcome.streams)
     print(f"\n{what}: whole answers {sorted(outcome.whole)}, sent during {sorted(outcome.during)}; "
-          f"retried {retried:g} requests, {errors}/{STREAMED} streams ended with an error; "
+          f"retried {retried:g} requests, resumed {resumed_streams:g} streams, {errors}/{STREAMED} streams "
+          f"ended with an error; "
           f"Serve counted the replica gone after {noticed_s:.1f} s, 2 replicas ready again after "
           f"{recovery_s:.1f} s")
     assert recovered, f"Serve did not replace the replica within {RECOVERY_TIMEOUT_S:.0f} s after {what}"
@@ -209,7 +226,9 @@ def run_fault(stack, choose_pid, what: str, *, replica_survives: bool) -> None:
     url = stack.url
     assert wait_until(lambda: ready_replicas(url) == 2, timeout_s=RECOVERY_TIMEOUT_S, period_s=1.0)
     by_replica = replica_pids(config.app_name)
-    retries_before = retries(url)
+    before = retries(url), resumed(url)
+    reference = httpx.post(f"{url}/v1/chat/completions", json=request_body(stream=False), timeout=120)
+    reference = reference.json()["choices"][0]["message"]["content"]
     killed_at = 0.0
     pids: dict = {}
 
@@ -221,7 +240,8 @@ def run_fault(stack, choose_pid, what: str, *, replica_survives: bool) -> None:
 
     try:
         outcome, later = asyncio.run(load_with_fault(url, kill))
-        check_and_report(url, outcome, later, killed_at, retries_before, what, replica_survives=replica_survives)
+        check_and_report(url, outcome, later, killed_at, pids["replica_id"], before, reference, what,
+                         replica_survives=replica_survives)
     finally:
         outlived = reap_orphans(pids["engine_core"]) if pids else []
     assert not outlived, f"{what}: EngineCore {outlived} outlived its replica"

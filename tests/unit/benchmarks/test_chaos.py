@@ -1,6 +1,6 @@
 """The chaos benchmark's tally of what clients saw (pure)."""
 
-from benchmarks.chaos import CUT, HUNG, FaultReport, table
+from benchmarks.chaos import CUT, HUNG, FaultReport, StreamEnd, table
 
 
 def test_each_outcome_lands_in_one_column_and_every_request_is_counted():
@@ -25,3 +25,16 @@ def test_the_first_body_of_each_failing_status_is_kept_to_say_who_answered():
     report.count(503, '{"error": {"code": "router_unavailable"}}')
     report.count(503, "text from elsewhere")
     assert report.bodies == {"503": '{"error": {"code": "router_unavailable"}}'}
+
+
+def test_a_completed_stream_of_the_killed_replica_counts_as_resumed_and_exact_only_if_it_is_the_greedy_answer():
+    report = FaultReport("replica")
+    for end in (StreamEnd(200, "completed", "r1", "1, 2, 3"), StreamEnd(200, "completed", "r1", "1, 2, 2, 3"),
+                StreamEnd(200, "completed", "r2", "1, 2, 3"), StreamEnd(200, "cut", "r1", "1, 2"),
+                StreamEnd(200, "error_event", "r1", "1")):
+        report.count_stream(end, killed="r1", reference="1, 2, 3")
+    assert (report.streams_completed, report.streams_exact, report.streams_resumed,
+            report.streams_resumed_exact, report.streams_cut, report.streams_error_event) == (3, 2, 2, 1, 1, 1)
+    untouched = FaultReport("router")
+    untouched.count_stream(StreamEnd(200, "completed", "r1", "x"), killed=None, reference="x")
+    assert untouched.streams_resumed == 0 and untouched.streams_exact == 1
