@@ -75,6 +75,7 @@ from serving.manifests.naming import (
     dns_label,
     resource_name,
 )
+from serving.manifests.gcs_store import fault_tolerance_options
 from serving.manifests.pods import gateway_pod_template, head_pod_template, worker_pod_template
 from serving.manifests.serve_config import render_serve_config
 from serving.manifests.sizing import head_takes_clients, plan_front_end, plan_gateways, plan_workers
@@ -137,6 +138,8 @@ def render_rayservice(config: StackConfig, target: ClusterTarget) -> dict:
             "rayStartParams": params,
             "template": gateway_pod_template(config, target, gateways, front),
         })
+    if target.gcs_store is not None:
+        cluster["gcsFaultToleranceOptions"] = fault_tolerance_options(config, target)
     spec: dict = {"serveConfigV2": to_yaml(render_serve_config(config)), "rayClusterConfig": cluster}
     spec["serveService"] = _serve_service(config, target)
     if not head_takes_clients(config, target):

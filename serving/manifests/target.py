@@ -94,6 +94,19 @@ class HeadNode(Placement):
     shm_gib: int = Field(2, ge=1)
 
 
+class GcsStore(Strict):
+    """The Redis that keeps the head's GCS tables across a head restart
+    (:mod:`serving.manifests.gcs_store`), on the head's nodes."""
+
+    image: str = Field("redis:7.4", description="a Redis image (KubeRay supports a standalone Redis)")
+    password_secret: str = Field(
+        "serveout-gcs-store", pattern=_SECRET_NAME,
+        description="Secret (key 'password', created beforehand) holding the Redis password")
+    storage_gib: int = Field(8, ge=1, description="its volume (the append-only file of the GCS tables)")
+    storage_class: str | None = Field(None, description="the volume's StorageClass; None = the cluster's default")
+    memory_gib: int = Field(1, ge=1)
+
+
 class Traffic(Strict):
     """What the app must carry at its peak: it sizes the front end in both gateway modes
     (HAProxy threads and routers per node, :func:`.sizing.plan_front_end`; the separate
@@ -198,6 +211,11 @@ class ClusterTarget(Strict):
         "twice the GPUs while both run)",
     )
     prometheus: PrometheusSpec = PrometheusSpec()
+    gcs_store: GcsStore | None = Field(
+        GcsStore(),
+        description="GCS fault tolerance: a Redis the manifests start, so a restarted head "
+        "keeps the cluster (KubeRay >= 1.3); None = none (a head restart restarts every pod)",
+    )
     ray_token_secret: str = Field(
         "serveout-ray-token", pattern=_SECRET_NAME,
         description="Secret (key 'auth_token', created beforehand) holding Ray's token: every "

@@ -3,6 +3,7 @@
 Layout of an output folder::
 
     rayservice.yaml                 KubeRay RayService (+ the gateway Service)
+    gcs-store.yaml                  the Redis keeping the GCS across a head restart (unless gcs_store: null)
     network-policy.yaml             who may reach the Ray pods (serve + metrics ports: anyone)
     weights-job.yaml                Job preparing the weights on the volume (run once)
     serve-config.yaml               Serve config for bare VMs (`serve deploy`) ...
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from serving.config.stack import StackConfig
 from serving.manifests.access import KEYS_FILE_KEY, METRICS_KEY, RAY_TOKEN_KEY, keys_secret
+from serving.manifests.gcs_store import PASSWORD_KEY as GCS_PASSWORD_KEY, render_gcs_store
 from serving.manifests.grafana import render_grafana_dashboard
 from serving.manifests.naming import GATEWAY_RESOURCE, gateway_service_name
 from serving.manifests.network_policy import render_network_policy
@@ -144,6 +146,8 @@ def _secrets_note(config: StackConfig, target: ClusterTarget) -> str:
     if secret := keys_secret(config, target):
         note += f", {secret} (key {KEYS_FILE_KEY}: the API keys file"
         note += ")" if config.gateway.metrics_public else f"; key {METRICS_KEY}: Prometheus' key)"
+    if target.gcs_store is not None:
+        note += f", {target.gcs_store.password_secret} (key {GCS_PASSWORD_KEY}: the GCS store's Redis password)"
     return note + ".\n"
 
 
@@ -151,7 +155,7 @@ def render_files(config: StackConfig, target: ClusterTarget) -> dict[str, str]:
     """Every output file as ``{relative path: text}`` (pure; what :func:`write_manifests` writes)."""
     head = _header(config, target)
     prometheus = render_prometheus(config, target)
-    return {
+    files = {
         "rayservice.yaml": head + _nodes_note(config, target) + _secrets_note(config, target)
         + to_yaml(render_rayservice(config, target)),
         "network-policy.yaml": head + to_yaml(render_network_policy(config, target)),
@@ -166,6 +170,9 @@ def render_files(config: StackConfig, target: ClusterTarget) -> dict[str, str]:
         "grafana/serveout-dashboard.json":
             json.dumps(render_grafana_dashboard(config), indent=2) + "\n",
     }
+    if target.gcs_store is not None:
+        files["gcs-store.yaml"] = head + to_yaml_documents(render_gcs_store(config, target))
+    return files
 
 
 def write_manifests(config: StackConfig, target: ClusterTarget, out_dir: Path) -> list[Path]:
