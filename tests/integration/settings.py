@@ -19,7 +19,8 @@ def replicas(count: int) -> dict:
 # The base configuration most integration tests share: two replicas (one core each).
 BASE = {"replicas": replicas(2), "gateway": {"max_in_flight": 24, "port": PORT}}
 
-# A short real sweep of the default model (1 and 2 replicas, TP 1): seconds per point.
+# A short real sweep of the default model (1 and 2 replicas, TP 1): seconds per point,
+# one sample each.
 SWEEP_SPEC = {
     "name": "it-sweep",
     "model": "smollm2-135m-instruct",
@@ -30,5 +31,5 @@ SWEEP_SPEC = {
     "slo": {"ttft_p95": "20s", "e2e_p95": "60s", "min_goodput_share": 0.5},
     "space": {"tensor_parallel": [1], "replicas": {"min": 1, "max": 2}},
     "budget": {"accelerator": "cpu", "nodes": 1, "accelerators_per_node": 2, "accelerators_per_rank": 1},
-    "search": {"strategy": "grid"},
+    "search": {"strategy": "grid", "max_samples": 1},  # resampling is unit-tested (sweep/measure)
 }

@@ -36,7 +36,7 @@ def test_scales_up_on_queue_depth_and_back_down(stack):
 
     def keep_busy():
         body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell a story."}],
-                "max_tokens": 200, "ignore_eos": True}
+                "max_tokens": 64, "ignore_eos": True}
         with httpx.Client(timeout=300) as client:
             while not stop.is_set():
                 statuses.append(client.post(f"{url}/v1/chat/completions", json=body).status_code)
