@@ -61,11 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--model-mix", default=None, metavar="M=W,...|zipf:S[:N]",
                    help="spread sessions over served models (a base and its LoRA adapters): weights, or a Zipf "
                         "law over the models GET /v1/models lists (the first N); figures per model in the reports")
-    t.add_argument("--tenant", action="append", default=[], metavar="name=N,key=K|env:VAR[,class=C][,weight=W][,SLO]",
-                   help="a tenant sending a weighted share of the sessions with its own key, priority class and "
-                        "SLO (repeat for each); figures and verdicts per tenant and per class in the reports")
+    t.add_argument("--tenant", action="append", default=[], metavar="name=N,key=K|env:VAR[,class=C][,weight=W][,workload=W][,SLO]",
+                   help="a tenant sending a weighted share of the sessions with its own key, priority class, "
+                        "SLO and requests (repeat for each); figures and verdicts per tenant and per class in the "
+                        "reports")
     t.add_argument("--tenants", type=Path, default=None, metavar="FILE",
-                   help="tenants from a YAML or JSON file (a list of name, key, class, weight, slo)")
+                   help="tenants from a YAML or JSON file (a list of name, key, class, weight, slo, workload)")
     t.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
     t.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT/ITL)")
     t.add_argument("--no-exact-output", action="store_true", help="do not send ignore_eos (answers may stop early)")

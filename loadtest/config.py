@@ -204,6 +204,12 @@ class LoadTestConfig(Frozen):
         return data
 
     @model_validator(mode="after")
+    def _tenant_workloads(self) -> LoadTestConfig:
+        if self.tenants is not None and self.tenants.workloads() and isinstance(self.profile, ReplayProfile):
+            raise ValueError("a replay sends its trace's requests: tenants cannot have workloads of their own")
+        return self
+
+    @model_validator(mode="after")
     def _consistent(self) -> LoadTestConfig:
         if self.duration_s is None and self.max_requests is None:
             raise ValueError("set a duration or a request count (or both)")

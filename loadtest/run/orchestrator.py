@@ -45,7 +45,7 @@ from loadtest.run.tokencount import fill_token_counts
 from loadtest.units import format_seconds
 from loadtest.workloads.base import WorkloadContext, WorkloadPlan
 from loadtest.workloads.model_mix import assign_models, check_named_models
-from loadtest.workloads.tenant_mix import assign_tenants
+from loadtest.workloads.tenant_mix import assign_tenants, tenant_plans
 from loadtest.workloads.tokenizer import default_tokenizer_path, load_tokenizer
 
 STARTUP_GRACE_S = 60.0
@@ -185,9 +185,9 @@ def _run_stage(config, plan, work, tokenizer, scraper, gpu, started, view, optio
     ctx = WorkloadContext(
         seed=plan.seed(config.seed), chat=config.target.endpoint is Endpoint.CHAT, tokenizer_loader=tokenizer
     )
-    workload_plan: WorkloadPlan = assign_models(config.workload.build(pool_size(config, plan, per_session), ctx),
-                                                shares, ctx.seed)  # fmt: skip
-    workload_plan = assign_tenants(workload_plan, config.tenants, ctx.seed)
+    pool = pool_size(config, plan, per_session)
+    workload_plan: WorkloadPlan = assign_models(config.workload.build(pool, ctx), shares, ctx.seed)
+    workload_plan = assign_tenants(workload_plan, config.tenants, ctx.seed, tenant_plans(config.tenants, pool, ctx))
     check_named_models(workload_plan, listed, config.target.url)
     job = GeneratorJob(
         config=config,

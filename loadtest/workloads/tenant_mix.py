@@ -3,44 +3,55 @@
 serveout's gateway knows its callers by API key; each key has a priority class (a
 request may lower its own with the header :data:`PRIORITY_HEADER`), limits and a fair
 share. A tenant mix (``--tenant``, ``--tenants FILE``) drives several at once: a tenant
-has a name, a key, an optional class, a weight (its share of the sessions) and an
-optional SLO of its own (the ``--slo`` syntax).
+has a name, a key, an optional class, a weight (its share of the sessions), an
+optional SLO of its own (the ``--slo`` syntax) and optionally requests of its own (a
+``workload``, in the ``--workload`` syntax: a clinic's short chats beside a batch
+job's long summaries).
 
 The sessions are spread over the tenants as ``--model-mix`` spreads them over models:
 each stage's sessions get exactly the weights' shares, in an order shuffled with the
 stage's seed (:func:`~loadtest.workloads.model_mix.shuffled_quotas`); every request of a
-session is its tenant's. A key is given as it is or as ``env:VAR`` (read from the
+session is its tenant's. A tenant with a workload of its own sends its own sessions in
+its share of the places (:func:`assign_tenants`); the arrival profile stays the run's, so
+a tenant's request rate is its share of the profile's. A key is given as it is or as ``env:VAR`` (read from the
 environment when the run starts: :meth:`TenantMix.keys`). Reports name tenants only: a
 key given as it is is written :data:`HIDDEN`, an ``env:VAR`` as that reference.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer, model_validator
+from pydantic import (AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator,
+                      model_validator)
 
 from loadtest.analysis.slo import Objective, parse_slos
 from loadtest.errors import ConfigError, SLOError
-from loadtest.workloads.base import WorkloadPlan
+from loadtest.workloads import TraceWorkload, WorkloadConfig, parse_workload
+from loadtest.workloads.base import WorkloadContext, WorkloadPlan
 from loadtest.workloads.model_mix import Weight, positive, shuffled_quotas
 
 PRIORITY_HEADER = "X-Serveout-Priority-Class"
 HIDDEN = "<hidden>"  # a key given as it is, as summaries and reports show it
 ENV = "env:"
-FIELDS = ("name", "key", "class", "weight", "slo")
-SYNTAX = "name=NAME,key=KEY|env:VAR[,class=CLASS][,weight=W][,ttft_p95=500ms,...]"
+FIELDS = ("name", "key", "class", "weight", "slo", "workload")
+TENANT_SEED_STRIDE = 7_919  # a tenant's own sessions are drawn with the stage's seed + this x its rank
+SYNTAX = "name=NAME,key=KEY|env:VAR[,class=CLASS][,weight=W][,workload=NAME:k=v][,ttft_p95=500ms,...]"
 
 
 class TenantSpec(BaseModel):
     """One tenant: ``key`` as it is or ``env:VAR``; ``priority_class`` (``class`` in
     files and on the command line) sent as :data:`PRIORITY_HEADER` (without it, the
     key's own class applies); ``weight`` its share of the sessions; ``slos`` its own
-    SLO (``slo: "ttft_p95=500ms,..."`` in a file)."""
+    SLO (``slo: "ttft_p95=500ms,..."`` in a file); ``workload`` its own requests
+    (``workload: "random:input_len=2000,output_len=200"`` in a file; on the command
+    line one parameter at most, the items being comma-separated; None: the run's)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -49,6 +60,24 @@ class TenantSpec(BaseModel):
     priority_class: str | None = Field(None, min_length=1, validation_alias=AliasChoices("class", "priority_class"))
     weight: Weight = 1.0
     slos: tuple[Objective, ...] = ()
+    workload: WorkloadConfig | None = None
+
+    @field_validator("workload", mode="before")
+    @classmethod
+    def _workload_text(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return parse_workload(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("workload")
+    @classmethod
+    def _not_a_trace(cls, value: WorkloadConfig | None) -> WorkloadConfig | None:
+        if isinstance(value, TraceWorkload):
+            raise ValueError("a trace's requests are replayed as the run's workload, not as one tenant's")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -82,7 +111,8 @@ class TenantSpec(BaseModel):
 
     def describe(self) -> str:
         """``name=weight (class)``, without the key."""
-        return f"{self.name}={self.weight:g}" + ("" if self.priority_class is None else f" ({self.priority_class})")
+        return (f"{self.name}={self.weight:g}" + ("" if self.priority_class is None else f" ({self.priority_class})")
+                + ("" if self.workload is None else f" [{self.workload.kind}]"))
 
 
 class TenantMix(BaseModel):
@@ -118,22 +148,52 @@ class TenantMix(BaseModel):
     def classes(self) -> dict[str, str | None]:
         return {t.name: t.priority_class for t in self.tenants}
 
+    def workloads(self) -> dict[str, WorkloadConfig]:
+        """Tenant name -> its own workload (the tenants that have one)."""
+        return {t.name: t.workload for t in self.tenants if t.workload is not None}
+
 
 def tenant_headers(key: str, priority_class: str | None) -> dict[str, str]:
     """The request headers that make a request a tenant's."""
     return {"Authorization": f"Bearer {key}", **({PRIORITY_HEADER: priority_class} if priority_class else {})}
 
 
-def assign_tenants(plan: WorkloadPlan, mix: TenantMix | None, seed: int) -> WorkloadPlan:
+def tenant_plans(mix: TenantMix | None, pool: int, ctx: WorkloadContext) -> dict[str, WorkloadPlan]:
+    """The sessions of each tenant with a workload of its own: as many as its share of a
+    stage's ``pool``, each tenant's drawn with a seed of its own."""
+    if mix is None:
+        return {}
+    shares = mix.shares()
+    return {name: workload.build(max(1, math.ceil(pool * shares[name])),
+                                 dataclasses.replace(ctx, seed=ctx.seed + TENANT_SEED_STRIDE * (index + 1)))
+            for index, (name, workload) in enumerate(mix.workloads().items())}
+
+
+def assign_tenants(plan: WorkloadPlan, mix: TenantMix | None, seed: int,
+                   own: Mapping[str, WorkloadPlan] | None = None) -> WorkloadPlan:
     """``plan`` with every session given a tenant (and its class) in the mix's exact
-    shares, in an order shuffled with ``seed``; ``plan`` itself without a mix."""
+    shares, in an order shuffled with ``seed``; a tenant in ``own`` (its own workload's
+    plan) gets its own sessions in its places, in turn; ``plan`` itself without a mix."""
     if mix is None:
         return plan
+    own = own or {}
     classes = mix.classes()
     names = shuffled_quotas(mix.shares(), len(plan.sessions), f"tenant-mix:{seed}")
-    sessions = tuple(s.model_copy(update={"tenant": name, "priority_class": classes[name]})
-                     for s, name in zip(plan.sessions, names))  # fmt: skip
-    return plan.model_copy(update={"sessions": sessions})
+    systems, offsets = list(plan.systems), {}
+    for name, tenant_plan in own.items():
+        offsets[name] = len(systems)
+        systems.extend(tenant_plan.systems)
+    sent = dict.fromkeys(own, 0)
+    sessions = []
+    for session, name in zip(plan.sessions, names):
+        if name in own:  # its own session, in the run's session's place (and id)
+            pool = own[name].sessions
+            mine = pool[sent[name] % len(pool)]
+            sent[name] += 1
+            system = None if mine.system is None else mine.system + offsets[name]
+            session = mine.model_copy(update={"id": session.id, "system": system})
+        sessions.append(session.model_copy(update={"tenant": name, "priority_class": classes[name]}))
+    return plan.model_copy(update={"sessions": tuple(sessions), "systems": tuple(systems)})
 
 
 def parse_tenant(text: str) -> dict[str, Any]:

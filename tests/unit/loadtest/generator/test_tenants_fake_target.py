@@ -12,6 +12,7 @@ from loadtest import RunOptions, load_summary, parse_profile, parse_workload, ru
 from loadtest.analysis.records import read_records
 from loadtest.config import GeneratorConfig, LoadTestConfig, TargetConfig
 from loadtest.workloads.tenant_mix import parse_tenants
+from tests.fixtures import TINY_TOKENIZER
 from tests.unit.loadtest.fake_openai_server import BASE, FakeServer
 
 pytestmark = pytest.mark.timeout(300)
@@ -71,3 +72,22 @@ def test_without_an_api_key_the_model_check_and_metrics_use_the_first_tenant_s_k
     assert server.state.get_auth[("/v1/models", f"Bearer {CHAT_KEY}")] >= 1  # a gateway with keys answers it
     assert server.state.get_auth[("/metrics", f"Bearer {CHAT_KEY}")] >= 1
     assert not [k for k in server.state.get_auth if k[1] is None]
+
+
+def test_a_tenant_with_a_workload_of_its_own_sends_its_own_requests(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("FAKE_CHAT_KEY", CHAT_KEY)
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text(f"- {{name: chat, key: 'env:FAKE_CHAT_KEY', class: interactive, weight: 3}}\n"
+                       f"- {{name: bulk, key: {BULK_KEY}, class: batch, workload: 'random:input_len=300,output_len=8'}}\n")
+    cfg = config(server, tmp_path, 1).model_copy(update={
+        "tenants": parse_tenants(path=tenants), "tokenizer": TINY_TOKENIZER,
+        "workload": parse_workload("random:input_len=16,output_len=4")})
+    out = tmp_path / "out"
+    run_load_test(cfg, RunOptions(out_dir=out, reports=("json",)))
+    records = read_records(out / "records.jsonl")
+    prompts = {t: sorted({r.expected_prompt_tokens for r in records if r.tenant == t}) for t in ("chat", "bulk")}
+    outputs = {t: {r.requested_output_tokens for r in records if r.tenant == t} for t in ("chat", "bulk")}
+    assert Counter(r.tenant for r in records) == {"chat": 30, "bulk": 10}
+    assert max(prompts["chat"]) < 100 and min(prompts["bulk"]) >= 300, prompts  # the run's prompts, bulk's own
+    assert outputs == {"chat": {4}, "bulk": {8}}
+    assert server.state.callers[(f"Bearer {BULK_KEY}", "batch")] == 10

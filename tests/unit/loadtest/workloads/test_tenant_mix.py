@@ -124,3 +124,35 @@ def test_a_tenant_s_headers():
     assert tenant_headers("k", "batch") == {"Authorization": "Bearer k", PRIORITY_HEADER: "batch"}
     assert tenant_headers("k", None) == {"Authorization": "Bearer k"}
     assert parse_tenant("name=a,key=k,e2e_p95=2s") == {"name": "a", "key": "k", "slo": "e2e_p95=2s"}
+
+
+def test_a_tenant_with_a_workload_of_its_own_from_the_command_line_and_from_a_file(tmp_path):
+    mix = parse_tenants(["name=bulk,key=k2,class=batch,workload=random:input_len=900"])
+    assert mix.tenants[0].workload == parse_workload("random:input_len=900")
+    assert mix.describe() == "bulk=1 (batch) [random]"
+    path = tmp_path / "tenants.yaml"
+    path.write_text("- {name: chat, key: k1}\n"
+                    "- {name: bulk, key: k2, workload: 'random:input_len=900,output_len=300'}\n")
+    from_file = parse_tenants(path=path)
+    assert from_file.workloads() == {"bulk": parse_workload("random:input_len=900,output_len=300")}
+    with pytest.raises(ConfigError, match="tenant 'bulk': workload: .*nope"):
+        parse_tenants(["name=bulk,key=k,workload=nope"])
+    with pytest.raises(ConfigError, match="replayed as the run's workload"):
+        parse_tenants(["name=bulk,key=k,workload=trace:path=x.jsonl"])
+    with pytest.raises(ValueError, match="tenants cannot have workloads of their own"):
+        LoadTestConfig(profile=parse_profile(f"replay:{tmp_path / 't.jsonl'}"), workload=parse_workload("random"),
+                       tenants=mix)
+
+
+def test_a_tenant_s_own_sessions_take_its_places_with_their_system_prompts():
+    mix = parse_tenants(["name=chat,key=k1,weight=3", "name=bulk,key=k2,class=batch,weight=1"])
+    own = WorkloadPlan(systems=("summarise this record",), sessions=tuple(
+        Session(id=100 + i, system=0, turns=(Turn(content=f"record {i}", max_tokens=300),)) for i in range(2)))
+    base = plan_of(40).model_copy(update={"systems": ("a run's system prompt",)})
+    spread = assign_tenants(base, mix, seed=7, own={"bulk": own})
+    assert [s.tenant for s in spread.sessions] == [s.tenant for s in assign_tenants(base, mix, seed=7).sessions]
+    bulk = [s for s in spread.sessions if s.tenant == "bulk"]
+    assert [s.turns[0].content for s in bulk] == ["record 0", "record 1"] * 5  # its own, in turn
+    assert all(spread.system_text(s) == "summarise this record" and s.priority_class == "batch" for s in bulk)
+    assert all(s.turns[0].content.startswith("q") for s in spread.sessions if s.tenant == "chat")
+    assert [s.id for s in spread.sessions] == list(range(40))  # the places' ids: unique as before
