@@ -34,8 +34,11 @@ GCS), and Serve's controller is restarted on the new head from its checkpoint.
 
 Stopping: SIGTERM to each ``ray start`` (it stops its node's processes), then SIGKILL of
 whatever of the node's processes is left. Each ``ray start`` gets SIGTERM from the kernel
-when the process that started it dies (the parent-death signal), so a killed ``serving
-up`` leaves no node behind.
+when the process that started it dies (the parent-death signal), and a process guard
+(:class:`~serving.engine.process_guard.ProcessGuard`, in a session of its own) that has
+noted every process below the starting process twice a second kills what a SIGTERMed
+``ray start`` leaves (a node agent, or a node still starting): a killed ``serving up``
+leaves no node behind.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving.engine.process_guard import descendants, die_with_parent, kill_noted, start_time
+from serving.engine.process_guard import ProcessGuard, descendants, die_with_parent, kill_noted, start_time
 from serving.errors import ClusterError
 
 SLOT_RESOURCE = "accelerator_slot"
@@ -118,6 +121,7 @@ class LocalNodes:
         self._token = run_dir / "auth_token"
         self.gcs_store = run_dir / "gcs-store"
         self._env: dict[str, str] = {}
+        self._guard: ProcessGuard | None = None
 
     @property
     def address(self) -> str:
@@ -131,6 +135,10 @@ class LocalNodes:
         """Start the head, then the worker nodes; returns once the head's GCS answers
         (the workers join on their own; :meth:`wait_joined` waits for them)."""
         self._env = env
+        # However this process ends (SIGKILL included), every process started below it
+        # goes with it: a SIGTERMed `ray start` may leave a node agent behind, and one
+        # that was still starting, more.
+        self._guard = ProcessGuard()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._token.write_text(secrets.token_hex(32))
         self._token.chmod(0o600)
@@ -245,6 +253,9 @@ class LocalNodes:
                 node.process.wait()
         kill_noted(noted)
         self.nodes.clear()
+        if self._guard is not None:
+            self._guard.close()
+            self._guard = None
 
 
 def _accepts(host: str, port: int) -> bool:
