@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
 import sys
 import tempfile
 import time
@@ -45,9 +44,9 @@ from rich.table import Table
 
 from benchmarks.common.arguments import choice_list
 from benchmarks.common.isolation import loopback_if_root
-from benchmarks.common.model import MODEL, stack_config
+from benchmarks.common.model import MODEL
+from benchmarks.common.saturating_clients import deploy, raise_open_files, retry_after_s
 from loadtest.analysis.stats import percentile
-from serving.config.stack import StackConfig
 from serving.errors import ServeoutError
 from serving.admission.bound import AdmissionController
 from serving.cluster.local import ClusterOptions, LocalCluster
@@ -137,19 +136,7 @@ def samples(metrics_text: str, sample_name: str, *labels: str) -> dict[str, floa
             for s in family.samples if s.name == sample_name and all(label in s.labels for label in labels)}
 
 
-def retry_after_s(value: str | None, default: float = 1.0) -> float:
-    """Seconds to wait from a Retry-After header (whole seconds), else ``default``."""
-    return float(value) if value is not None and value.strip().isdigit() else default
-
-
 # --- the stack and the client -----------------------------------------------------------
-
-def deploy(cluster: LocalCluster, data: dict) -> StackConfig:
-    config = stack_config(data)
-    with console.status("serveout starting") as status:
-        cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
-    return config
-
 
 def completion_body(i: int, max_tokens: int) -> dict:
     return {"model": MODEL, "prompt": f"Request {i}: count from one upwards.", "max_tokens": max_tokens,
@@ -218,7 +205,7 @@ async def one_burst(url: str, burst: int, max_tokens: int, timeout_s: float) -> 
 
 
 def run_bursts(cluster: LocalCluster, args: argparse.Namespace) -> dict:
-    config = deploy(cluster, {"replicas": {"num_replicas": args.replicas}, "gateway": {"port": args.port}})
+    config = deploy(cluster, {"replicas": {"num_replicas": args.replicas}, "gateway": {"port": args.port}}, console)
     bound, timeout_s = config.gateway.max_in_flight, config.gateway.request_timeout_s + 30
     rows = []
     for n in range(1, args.bursts + 1):
@@ -269,7 +256,7 @@ def run_keys(cluster: LocalCluster, args: argparse.Namespace, folder: Path) -> d
     keys_file.write_text("".join(f"{name}:{key}\n" for name, key in KEYS.items()))
     config = deploy(cluster, {"replicas": {"num_replicas": args.replicas}, "gateway": {
         "port": args.port, "max_in_flight": args.keys_max_in_flight, "api_keys_file": str(keys_file),
-        "metrics_public": True}})  # /status and /metrics polled without a key
+        "metrics_public": True}}, console)  # /status and /metrics polled without a key
     bound, timeout_s = config.gateway.max_in_flight, config.gateway.request_timeout_s + 30
     senders = {"heavy": args.heavy, "light": args.light}
     rejected = lambda: samples(httpx.get(f"{cluster.url}/metrics", timeout=30).text,
@@ -340,14 +327,6 @@ def keys_table(result: dict, tallies: dict[str, Tally]) -> Table:
                   f"{f['admitted_share']:.0%}", f"{f['expected_share']:.0%} ({f['slots']} slots)",
                   yes_no(f["never_refused"]) if f["within_share"] else "- (over its share)")
     return t
-
-
-def raise_open_files(needed: int) -> None:
-    """One connection per request: lift the soft open-files limit if it is too low."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY
-                                                    else min(needed, hard), hard))
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ from rich.table import Table
 from benchmarks.common.arguments import choice_list
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.model import MODEL
-from benchmarks.overload import deploy, raise_open_files, retry_after_s
+from benchmarks.common.saturating_clients import deploy, raise_open_files, retry_after_s
 from serving.cluster.local import ClusterOptions, LocalCluster
 from serving.config.priority import PrioritySpec
 from serving.errors import ServeoutError
@@ -139,7 +139,7 @@ async def contest(url: str, args: argparse.Namespace, timeout_s: float) -> dict[
 def run_variant(cluster: LocalCluster, name: str, args: argparse.Namespace, keys_file: Path) -> dict:
     config = deploy(cluster, {"replicas": {"num_replicas": args.replicas}, "gateway": {
         "port": args.port, "max_in_flight": args.bound, "api_keys_file": str(keys_file), "metrics_public": True,
-        "priority": VARIANTS[name]}})
+        "priority": VARIANTS[name]}}, console)
     timeout_s = config.gateway.request_timeout_s + 30
     rejected = lambda: refusals(httpx.get(f"{cluster.url}/metrics", timeout=30).text)
     before = rejected()
