@@ -45,7 +45,7 @@ from rich.table import Table
 from benchmarks.common.arguments import choice_list
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.model import MODEL
-from benchmarks.common.saturating_clients import deploy, raise_open_files, retry_after_s
+from benchmarks.common.saturating_clients import deploy, raise_open_files, refusals, retry_after_s
 from loadtest.analysis.stats import percentile
 from serving.errors import ServeoutError
 from serving.admission.bound import AdmissionController
@@ -259,8 +259,7 @@ def run_keys(cluster: LocalCluster, args: argparse.Namespace, folder: Path) -> d
         "metrics_public": True}}, console)  # /status and /metrics polled without a key
     bound, timeout_s = config.gateway.max_in_flight, config.gateway.request_timeout_s + 30
     senders = {"heavy": args.heavy, "light": args.light}
-    rejected = lambda: samples(httpx.get(f"{cluster.url}/metrics", timeout=30).text,
-                               "serveout_key_rejected_requests_total", "key", "reason")
+    rejected = lambda: refusals(httpx.get(f"{cluster.url}/metrics", timeout=30).text)
     before = rejected()
     with console.status(f"two keys for {args.duration:.0f} s: heavy {args.heavy} senders, light "
                         f"{args.light}, bound {bound}"):

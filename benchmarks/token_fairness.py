@@ -35,14 +35,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
 from benchmarks.common.arguments import choice_list
 from benchmarks.common.isolation import loopback_if_root
 from benchmarks.common.model import MODEL
-from benchmarks.common.saturating_clients import deploy, raise_open_files, retry_after_s
+from benchmarks.common.saturating_clients import deploy, raise_open_files, refusals, retry_after_s
 from serving.cluster.local import ClusterOptions, LocalCluster
 from serving.config.priority import PrioritySpec
 from serving.errors import ServeoutError
@@ -78,18 +77,6 @@ def shares(served: dict[str, KeyServed], costs: PrioritySpec) -> dict[str, dict[
 
 WORDS = ("apple", "river", "stone", "cloud", "table", "green", "music", "paper", "light", "horse",
          "bread", "chair", "water", "glass", "field", "north")
-
-
-def refusals(metrics_text: str) -> dict[str, float]:
-    """``{"key reason": 429s}`` from the stack's metrics, summed over the gateway replicas
-    (in the direct mode every engine replica admits, each its own series)."""
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(metrics_text):
-        for sample in family.samples:
-            if sample.name == "serveout_key_rejected_requests_total":
-                name = f"{sample.labels['key']} {sample.labels['reason']}"
-                out[name] = out.get(name, 0.0) + sample.value
-    return out
 
 
 def prompt(i: int, tokens: int) -> str:

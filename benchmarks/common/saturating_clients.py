@@ -1,11 +1,12 @@
 """What a benchmark of many closed-loop clients against serveout's admission bound needs:
-enough open files for one connection per client, the wait a 429 asks for, and the
-stack deployed with a progress line."""
+enough open files for one connection per client, the wait a 429 asks for, the stack
+deployed with a progress line, and the refusals per key the stack counted."""
 
 from __future__ import annotations
 
 import resource
 
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from benchmarks.common.model import stack_config
@@ -32,3 +33,15 @@ def deploy(cluster: LocalCluster, data: dict, console: Console) -> StackConfig:
     with console.status("serveout starting") as status:
         cluster.deploy(config, on_progress=lambda s: status.update(f"serveout: {s}"))
     return config
+
+
+def refusals(metrics_text: str) -> dict[str, float]:
+    """``{"key reason": 429s}`` from the stack's metrics, summed over the gateway replicas
+    (in the direct mode every engine replica admits, each its own series)."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == "serveout_key_rejected_requests_total":
+                name = f"{sample.labels['key']} {sample.labels['reason']}"
+                out[name] = out.get(name, 0.0) + sample.value
+    return out

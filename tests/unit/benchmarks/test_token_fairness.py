@@ -23,7 +23,7 @@ def test_prompts_share_no_prefix_and_grow_with_the_tokens_asked():
 
 
 def test_refusals_add_up_over_the_gateway_replicas():
-    from benchmarks.token_fairness import refusals
+    from benchmarks.common.saturating_clients import refusals
 
     text = ('# TYPE serveout_key_rejected_requests counter\n'
             'serveout_key_rejected_requests_total{gateway_replica="a",key="long",reason="overloaded"} 3.0\n'
