@@ -23,6 +23,8 @@ longer bodies reach their replica unplanned, which then tokenises them itself.""
 
 
 HARD_STOP_ENV = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
+ROUTER_TIMEOUT_ENV = "RAY_SERVE_HAPROXY_INGRESS_REQUEST_ROUTER_TIMEOUT_S"
+ROUTER_TIMEOUT_S = 10
 HARD_STOP_MARGIN_S = 30
 """How long past a request's deadline a reloaded HAProxy may still carry it (its error
 event, the connection's close)."""
@@ -57,6 +59,11 @@ def direct_ingress_env(num_cpus: int, hard_stop_after_s: int = DEFAULT_HARD_STOP
         # answers 503 before it (its engine died, it drains): the request goes elsewhere.
         "RAY_SERVE_HAPROXY_RETRY_ON": "conn-failure empty-response 503",
         "RAY_SERVE_HAPROXY_NBTHREAD": str(max(1, min(4, num_cpus // 2))),
+        # How long HAProxy waits for a POST's body (a 408 past it) and for the router's
+        # answer (then the next router, or a 503). Serve's 5 s answered a stream 408 on a
+        # 2-core box running 3 Ray nodes and 2 engines at once (HAProxy itself was
+        # starved); 10 s, and a hung router costs its requests up to that much.
+        ROUTER_TIMEOUT_ENV: str(ROUTER_TIMEOUT_S),
         "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
         # A replica whose process died: the first refused connection marks it down in
         # HAProxy (Serve's default waits for 3), so a router that still names it (until
