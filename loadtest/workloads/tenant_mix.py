@@ -12,10 +12,11 @@ The sessions are spread over the tenants as ``--model-mix`` spreads them over mo
 each stage's sessions get exactly the weights' shares, in an order shuffled with the
 stage's seed (:func:`~loadtest.workloads.model_mix.shuffled_quotas`); every request of a
 session is its tenant's. A tenant with a workload of its own sends its own sessions in
-its share of the places (:func:`assign_tenants`); the arrival profile stays the run's, so
-a tenant's request rate is its share of the profile's. A key is given as it is or as ``env:VAR`` (read from the
-environment when the run starts: :meth:`TenantMix.keys`). Reports name tenants only: a
-key given as it is is written :data:`HIDDEN`, an ``env:VAR`` as that reference.
+its share of the places (:func:`assign_tenants`); the arrival profile stays the run's,
+so a tenant's request rate is its share of the profile's. A key is given as it is or as
+``env:VAR`` (read from the environment when the run starts: :meth:`TenantMix.keys`).
+Reports name tenants only: a key given as it is is written :data:`HIDDEN`, an
+``env:VAR`` as that reference.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class TenantSpec(BaseModel):
         return value
 
     def describe(self) -> str:
-        """``name=weight (class)``, without the key."""
+        """``name=weight (class) [workload kind]``, without the key."""
         return (f"{self.name}={self.weight:g}" + ("" if self.priority_class is None else f" ({self.priority_class})")
                 + ("" if self.workload is None else f" [{self.workload.kind}]"))
 
